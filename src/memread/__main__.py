@@ -1,0 +1,3 @@
+from memread.cli import main
+
+raise SystemExit(main())

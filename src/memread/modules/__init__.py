@@ -1,0 +1,1 @@
+"""Shared building blocks: masking (one convention), attention scoring, embeddings."""

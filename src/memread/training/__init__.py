@@ -1,0 +1,1 @@
+"""The one training loop, its checkpoints, optimisers and learning-rate schedule."""
