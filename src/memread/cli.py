@@ -135,7 +135,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--emb", type=int, default=150)
     p.add_argument("--hidden", type=int, default=300)
     p.add_argument("--vocab", type=int, default=0, help="0: reader alone; N: whole LM with an N-word softmax")
-    p.add_argument("--repeats", type=int, default=20)
+    p.add_argument("--repeats", type=int, default=30)
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="reader config value")
     p.set_defaults(func=cmd_bench)
 

@@ -49,6 +49,8 @@ def start_run(cfg: ExperimentConfig, run_dir: Path, data_root: Path) -> Trainer:
     if (run_dir / "checkpoint_last.pt").exists() or (run_dir / "config.json").exists():
         raise MemreadError(f"{run_dir}: already holds a run; continue it with --resume, or choose another --run-dir")
     task = build_task(cfg, data_root)
+    for split in ("valid", "test"):  # read every split now: a bad file fails before the run starts
+        task.batches(split, 1)
     model = build_model(cfg, task)
     run_dir.mkdir(parents=True, exist_ok=True)
     (run_dir / "config.json").write_text(cfg.to_json(), encoding="utf-8")

@@ -7,22 +7,31 @@ import zlib
 from pathlib import Path
 from typing import Iterator
 
-from memread.data.root import open_text
 from memread.errors import MemreadError
 
 
 def read_lines(path: Path) -> Iterator[tuple[int, str]]:
-    """Yield ``(line_number, line)``; undecodable bytes or a broken gzip stream -> MemreadError."""
+    """Yield ``(line_number, line)`` without its newline.
+
+    Lines are decoded one by one, so undecodable bytes are reported at their exact line; a broken
+    gzip stream or a binary file is reported too, always as a :class:`MemreadError`.
+    """
+    path = Path(path)
     lineno = 0
     try:
-        with open_text(path) as f:
-            for lineno, line in enumerate(f, 1):
-                if "\x00" in line:
+        opener = gzip.open if path.suffix == ".gz" else open
+        with opener(path, "rb") as f:
+            for lineno, raw in enumerate(f, 1):
+                if b"\x00" in raw:
                     raise MemreadError(f"{path}:{lineno}: NUL byte in a text file (is this a binary file?)")
+                try:
+                    line = raw.decode("utf-8")
+                except UnicodeDecodeError as e:
+                    raise MemreadError(f"{path}:{lineno}: not UTF-8 text ({e.reason} at column {e.start + 1})") from None
                 yield lineno, line.rstrip("\n").rstrip("\r")
-    except UnicodeDecodeError as e:
-        raise MemreadError(f"{path}:{lineno + 1}: not UTF-8 text ({e.reason} at byte {e.start} of that read)") from None
     except (gzip.BadGzipFile, EOFError, zlib.error) as e:
         raise MemreadError(f"{path}: not a readable gzip file ({e})") from None
     except FileNotFoundError:
         raise MemreadError(f"{path}: file not found") from None
+    except IsADirectoryError:
+        raise MemreadError(f"{path}: is a folder, expected a text file") from None

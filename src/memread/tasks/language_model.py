@@ -33,6 +33,10 @@ class LMTaskConfig:
     dropout: float = 0.0  # on embeddings and on reader outputs
     tie_weights: bool = False  # share embedding and softmax weights (needs emb == reader output size)
     init_range: float = 0.1  # uniform(-r, r) for embedding and softmax weights
+    # "sequence": the loss is summed over the time steps of a segment and averaged over the batch, the
+    # convention of the Torch/Theano LM code of the papers (their lr 0.65 and clip 5 assume it);
+    # "token": averaged over every token (what lr values tuned for PyTorch's example assume)
+    loss_reduction: Literal["sequence", "token"] = "sequence"
     min_count: int = 1
     max_vocab: int = 0  # 0 = no cap
     stories: int = 2000  # for dataset = "stories": number of training stories
@@ -43,6 +47,7 @@ class LanguageModel(nn.Module):
     def __init__(self, vocab_size: int, cfg: LMTaskConfig, reader: nn.Module):
         super().__init__()
         self.embedding = nn.Embedding(vocab_size, cfg.emb)
+        self.loss_reduction = cfg.loss_reduction
         self.reader = reader
         self.drop = nn.Dropout(cfg.dropout)
         self.decoder = nn.Linear(reader.output_size, vocab_size)
@@ -63,8 +68,12 @@ class LanguageModel(nn.Module):
         m = mask.to(nll.dtype)
         nll_sum = (nll * m).sum()
         tokens = m.sum()
+        if self.loss_reduction == "sequence":
+            loss = nll_sum / inp.size(0)
+        else:
+            loss = nll_sum / tokens.clamp_min(1.0)
         return ModelOutput(
-            loss=nll_sum / tokens.clamp_min(1.0),
+            loss=loss,
             stats={"nll": nll_sum.detach(), "tokens": tokens.detach()},
             state=out.state,
             logits=logits,

@@ -179,6 +179,7 @@ class Trainer:
             n = len(batches)
             evals = eval_points(n, T.evals_per_epoch)
             loss_sum, loss_n, tokens, t0 = 0.0, 0, 0, time.perf_counter()
+            stats: dict[str, float] = defaultdict(float)
             bar = tqdm(total=n, initial=self.step_in_epoch, desc=f"epoch {self.epoch + 1}/{T.epochs}",
                        disable=not T.progress, file=sys.stderr, mininterval=1.0, dynamic_ncols=True)
             stop = False
@@ -194,21 +195,27 @@ class Trainer:
                 self.carry = detach_state(out.state)
                 self.global_step += 1
                 self.step_in_epoch = i + 1
-                loss = float(out.loss)
+                loss = float(out.loss.detach())
                 if not math.isfinite(loss):
                     raise MemreadError(f"training diverged at step {self.global_step} (loss {loss}); "
                                        f"lower train.lr or set train.clip; checkpoint_last.pt holds the last good state")
                 loss_sum += loss
                 loss_n += 1
+                for k, v in out.stats.items():
+                    stats[k] += float(v)
                 tokens += self.task.tokens_in(batch)
                 bar.update(1)
                 if self.global_step % T.log_every == 0 or i + 1 == n:
                     dt = max(time.perf_counter() - t0, 1e-9)
+                    metrics = self.task.summarize(dict(stats))
                     record = {"event": "train", "step": self.global_step, "epoch": self.epoch,
-                              "loss": loss_sum / loss_n, "lr": self.lr, "tokens_per_s": tokens / dt}
+                              "loss": loss_sum / loss_n, **{f"train_{k}": v for k, v in metrics.items()},
+                              "lr": self.lr, "tokens_per_s": tokens / dt}
                     self.log.write(record)
-                    bar.set_postfix(loss=f"{record['loss']:.3f}", tok_s=f"{record['tokens_per_s']:.0f}", lr=f"{self.lr:.3g}")
+                    shown = self.task.selection_metric
+                    bar.set_postfix({shown: f"{metrics[shown]:.3f}", "tok/s": f"{record['tokens_per_s']:.0f}", "lr": f"{self.lr:.3g}"})
                     loss_sum, loss_n, tokens, t0 = 0.0, 0, 0, time.perf_counter()
+                    stats = defaultdict(float)
                 capped = bool(T.max_steps) and self.global_step >= T.max_steps
                 if i + 1 in evals or capped:
                     stop = self._validate() or capped

@@ -1,0 +1,120 @@
+"""Training throughput of a reader against torch's fused ``nn.LSTM``, measured in one process.
+
+Both models are timed on the same random batch, interleaved repeat by repeat, and the median time of
+a training step (forward + backward) gives tokens/s. With ``vocab=0`` the reader alone is timed (random
+embeddings in, a random projection of its states as the loss); with ``vocab=N`` the whole language
+model is (embedding, reader, N-way softmax, cross-entropy). Speed targets are judged from this
+output, never from timed tests.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from dataclasses import fields
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from memread.config import _coerce, parse_override
+from memread.errors import MemreadError
+from memread.readers import READERS, build_reader
+
+
+class _LSTMReference(nn.Module):
+    """torch's fused nn.LSTM behind the reader call convention."""
+
+    def __init__(self, input_size: int, hidden: int):
+        super().__init__()
+        self.rnn = nn.LSTM(input_size, hidden, batch_first=True)
+        self.input_size, self.output_size = input_size, hidden
+
+    def forward(self, x, mask=None, state=None, return_attention=False):
+        return self.rnn(x)[0]
+
+
+def reader_config(name: str, hidden: int, options: list[str] = ()):
+    if name not in READERS:
+        raise MemreadError(f"unknown reader {name!r}; known readers: {', '.join(sorted(READERS))}")
+    Config = READERS[name].Config
+    known = {f.name: f for f in fields(Config)}
+    values = {"name": name}
+    if "hidden" in known:
+        values["hidden"] = hidden
+    import typing
+
+    hints = typing.get_type_hints(Config)
+    for text in options:
+        if "=" not in text:
+            raise MemreadError(f"--set {text!r}: expected key=value")
+        (_, key), value = parse_override(f"reader.{text}")
+        if key not in known:
+            raise MemreadError(f"--set {text!r}: unknown key 'reader.{key}' (known keys: {', '.join(sorted(known))})")
+        values[key] = _coerce(value, hints[key], f"reader.{key}", "--set")
+    return Config(**values)
+
+
+class _Step:
+    """One training step of a reader (alone, or as a language model)."""
+
+    def __init__(self, reader: nn.Module, batch: int, steps: int, emb: int, vocab: int, seed: int):
+        g = torch.Generator().manual_seed(seed)
+        self.reader, self.vocab = reader, vocab
+        self.mask = torch.ones(batch, steps, dtype=torch.bool)
+        if vocab:
+            self.embedding = nn.Embedding(vocab, emb)
+            self.decoder = nn.Linear(reader.output_size, vocab)
+            self.tokens = torch.randint(vocab, (batch, steps + 1), generator=g)
+            self.params = [*reader.parameters(), *self.embedding.parameters(), *self.decoder.parameters()]
+        else:
+            self.x = torch.randn(batch, steps, emb, generator=g)
+            self.proj = torch.randn(reader.output_size, generator=g)
+            self.params = list(reader.parameters())
+
+    def __call__(self) -> None:
+        for p in self.params:
+            p.grad = None
+        if self.vocab:
+            out = self.reader(self.embedding(self.tokens[:, :-1]), self.mask)
+            states = out if torch.is_tensor(out) else out.states
+            logits = self.decoder(states)
+            loss = F.cross_entropy(logits.flatten(0, 1), self.tokens[:, 1:].flatten())
+        else:
+            out = self.reader(self.x, self.mask)
+            states = out if torch.is_tensor(out) else out.states
+            loss = (states @ self.proj).mean()
+        loss.backward()
+
+
+def bench(name: str, batch: int = 32, steps: int = 35, emb: int = 150, hidden: int = 300, vocab: int = 0,
+          repeats: int = 30, warmup: int = 3, reader_options: list[str] = (), seed: int = 0) -> dict:
+    torch.manual_seed(seed)
+    cfg = reader_config(name, hidden, reader_options)
+    reader = build_reader(cfg, emb)
+    reference = _LSTMReference(emb, hidden)
+    step_reader = _Step(reader, batch, steps, emb, vocab, seed)
+    step_lstm = _Step(reference, batch, steps, emb, vocab, seed)
+    for _ in range(warmup):
+        step_reader()
+        step_lstm()
+    t_reader, t_lstm = [], []
+    pairs = ((step_reader, t_reader), (step_lstm, t_lstm))
+    for r in range(repeats):
+        for fn, times in pairs if r % 2 == 0 else pairs[::-1]:  # alternate the order: ABBA
+            t0 = time.perf_counter()
+            fn()
+            times.append(time.perf_counter() - t0)
+    tokens = batch * steps
+    reader_tps = tokens / statistics.median(t_reader)
+    lstm_tps = tokens / statistics.median(t_lstm)
+    return {
+        "reader": name,
+        "tokens_per_s": round(reader_tps, 1),
+        "lstm_tokens_per_s": round(lstm_tps, 1),
+        "ratio": round(reader_tps / lstm_tps, 4),
+        "batch": batch, "steps": steps, "emb": emb, "hidden": hidden, "vocab": vocab,
+        "reader_params": sum(p.numel() for p in reader.parameters()),
+        "lstm_params": sum(p.numel() for p in reference.parameters()),
+        "repeats": repeats, "threads": torch.get_num_threads(), "torch": torch.__version__,
+    }

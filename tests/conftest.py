@@ -1,0 +1,48 @@
+"""Shared fixtures. Real-data tests read ``$MEMREAD_DATA`` (CI sets it to ../shared/data) and skip,
+saying what is missing, when it is not there."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+FIXTURES = Path(__file__).parent / "fixtures"
+REPO = Path(__file__).parent.parent
+
+
+def real_data_root() -> Path | None:
+    env = os.environ.get("MEMREAD_DATA")
+    if env and Path(env).is_dir():
+        return Path(env)
+    shared = REPO.parent / "shared" / "data"
+    return shared if shared.is_dir() else None
+
+
+@pytest.fixture
+def real_data():
+    """The real benchmark data root; the test is skipped with a message when it is missing."""
+
+    def need(*relative: str) -> Path:
+        root = real_data_root()
+        if root is None:
+            pytest.skip("real data missing: set MEMREAD_DATA to the benchmark data root (../shared/data in CI)")
+        for rel in relative:
+            if not (root / rel).exists():
+                pytest.skip(f"real data missing: {root / rel}")
+        return root
+
+    return need
+
+
+@pytest.fixture
+def fixtures() -> Path:
+    return FIXTURES
+
+
+def subprocess_env(**extra: str) -> dict[str, str]:
+    env = dict(os.environ)
+    env.update({"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"})
+    env.update(extra)
+    return env

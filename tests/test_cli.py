@@ -1,0 +1,77 @@
+"""Every CLI error caused by input is one clear line on stderr, exit status 2, no traceback."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from conftest import subprocess_env
+
+
+def memread(*args, data_root=None, cwd=None):
+    env = subprocess_env(**({"MEMREAD_DATA": str(data_root)} if data_root else {}))
+    return subprocess.run([sys.executable, "-m", "memread", *map(str, args)], env=env, cwd=cwd,
+                          capture_output=True, text=True, timeout=300)
+
+
+def assert_one_line_error(result, *fragments):
+    assert result.returncode == 2, result.stderr
+    lines = [l for l in result.stderr.splitlines() if l.strip()]
+    assert len(lines) == 1 and lines[0].startswith("memread: error: "), result.stderr
+    assert "Traceback" not in result.stderr
+    for f in fragments:
+        assert f in lines[0], lines[0]
+
+
+LM_CONFIG = """
+[task]
+name = "lm"
+dataset = "ptb"
+bptt = 5
+emb = 8
+[reader]
+name = "lstm"
+hidden = 8
+[train]
+max_steps = 3
+batch_size = 2
+progress = false
+"""
+
+
+@pytest.mark.slow
+def test_cli_errors_are_one_line(tmp_path, fixtures):
+    cfg = tmp_path / "exp.toml"
+    cfg.write_text(LM_CONFIG)
+    # missing dataset: names the expected file and how to get it
+    r = memread("train", cfg, "--run-dir", tmp_path / "r0", data_root=tmp_path / "empty")
+    assert_one_line_error(r, str(tmp_path / "empty" / "ptb" / "ptb.train.txt"), "memread data download ptb")
+    # unknown config key
+    bad = tmp_path / "bad.toml"
+    bad.write_text(LM_CONFIG.replace("hidden = 8", "hiden = 8"))
+    assert_one_line_error(memread("train", bad, data_root=tmp_path), "bad.toml", "reader.hiden")
+    # malformed data file: names file and line
+    root = tmp_path / "data"
+    (root / "ptb").mkdir(parents=True)
+    for split in ("train", "valid", "test"):
+        (root / "ptb" / f"ptb.{split}.txt").write_bytes((fixtures / "ptb" / f"ptb.{split}.txt").read_bytes())
+    (root / "ptb" / "ptb.valid.txt").write_bytes(b" ok line \n bad \xff byte \n")
+    r = memread("train", cfg, "--run-dir", tmp_path / "r1", data_root=root)
+    assert_one_line_error(r, "ptb.valid.txt:2", "not UTF-8")
+    # a good run, then a checkpoint that does not match its config
+    (root / "ptb" / "ptb.valid.txt").write_bytes((fixtures / "ptb" / "ptb.valid.txt").read_bytes())
+    r = memread("train", cfg, "--run-dir", tmp_path / "good", data_root=root)
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout.strip().splitlines()[-1])
+    assert out["test"]["tokens"] == 18  # every one of the 19 test tokens after the first
+    r = memread("eval", tmp_path / "good", data_root=root)
+    assert r.returncode == 0 and json.loads(r.stdout)["ppl"] == pytest.approx(out["test"]["ppl"])
+    cfg_json = json.loads((tmp_path / "good" / "config.json").read_text())
+    cfg_json["reader"]["hidden"] = 9
+    (tmp_path / "good" / "config.json").write_text(json.dumps(cfg_json))
+    assert_one_line_error(memread("eval", tmp_path / "good", data_root=root), "checkpoint_best.pt",
+                          "reader.hidden = 8 in the checkpoint, 9 now")
+    # not a run directory, not a config
+    assert_one_line_error(memread("eval", tmp_path, data_root=root), "not a memread run directory")
+    assert_one_line_error(memread("train", tmp_path / "nope.toml", data_root=root), "nope.toml: config file not found")

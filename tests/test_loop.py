@@ -1,0 +1,185 @@
+"""The training loop: it learns, it resumes exactly after SIGKILL, it refuses checkpoints that do not fit."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from conftest import subprocess_env
+from memread.config import ExperimentConfig, TrainConfig
+from memread.errors import MemreadError
+from memread.experiment import final_evaluation, load_trained, resume_run, start_run
+from memread.readers.rnn import RNNReaderConfig
+from memread.tasks.cloze import ClozeTaskConfig
+from memread.tasks.language_model import LMTaskConfig
+from memread.training.checkpoint import load_checkpoint
+from memread.training.loop import eval_points
+from memread.training.optim import PlateauSchedule
+
+TINY_LM = """
+[task]
+name = "lm"
+dataset = "stories"
+stories = 300
+bptt = 12
+emb = 24
+dropout = 0.2
+[reader]
+name = "lstm"
+hidden = 32
+[train]
+optimizer = "sgd"
+lr = 0.5
+batch_size = 8
+epochs = 2
+evals_per_epoch = 2
+log_every = 1
+checkpoint_every = 4
+progress = false
+"""
+
+
+def lm_config(**train) -> ExperimentConfig:
+    return ExperimentConfig(
+        task=LMTaskConfig(dataset="stories", stories=300, bptt=12, emb=24, dropout=0.1),
+        reader=RNNReaderConfig(hidden=32),
+        train=TrainConfig(progress=False, log_every=5, **train),
+    )
+
+
+def records(run_dir: Path, event: str) -> list[dict]:
+    lines = (run_dir / "metrics.jsonl").read_text().splitlines()
+    return [r for r in map(json.loads, lines) if r["event"] == event]
+
+
+def test_tiny_lm_learns(tmp_path):
+    cfg = lm_config(optimizer="adam", lr=1e-2, batch_size=8, epochs=2, evals_per_epoch=2)
+    trainer = start_run(cfg, tmp_path / "run", tmp_path)
+    trainer.fit()
+    valid = [r["ppl"] for r in records(tmp_path / "run", "valid")]
+    vocab_size = len(trainer.task.vocab)
+    assert len(valid) == 4
+    assert valid[-1] < 0.25 * vocab_size  # far below a uniform guess
+    assert valid[-1] < valid[0]
+    final = final_evaluation(tmp_path / "run", tmp_path)
+    assert final["valid"]["ppl"] == pytest.approx(min(valid), rel=1e-6)  # best checkpoint selected on valid
+    assert final["test"]["tokens"] > 0
+
+
+def test_sgd_schedule_decays_on_plateau_and_stops_early():
+    model = torch.nn.Linear(2, 2)
+    opt = torch.optim.SGD(model.parameters(), lr=0.65)
+    sched = PlateauSchedule(higher_is_better=False, decay=0.85, min_improvement=0.01)
+    assert sched.step(100.0, opt) is True
+    assert sched.step(99.5, opt) is False  # < 1% better: not significant
+    assert opt.param_groups[0]["lr"] == pytest.approx(0.65 * 0.85)
+    assert sched.step(90.0, opt) is True and sched.bad_evals == 0
+    assert opt.param_groups[0]["lr"] == pytest.approx(0.65 * 0.85)
+    assert eval_points(10, 2) == {5, 10} and eval_points(3, 1) == {3} and eval_points(2, 5) == {1, 2}
+
+
+def test_early_stopping_with_patience(tmp_path):
+    cfg = lm_config(optimizer="sgd", lr=1e-6, batch_size=8, epochs=50, evals_per_epoch=4, patience=2, min_improvement=0.5)
+    trainer = start_run(cfg, tmp_path / "run", tmp_path)
+    trainer.fit()
+    valid = records(tmp_path / "run", "valid")
+    assert len(valid) == 3  # the first is the best; two without significant improvement stop the run
+
+
+def _train_cmd(*args: str) -> list[str]:
+    return [sys.executable, "-m", "memread", "train", *args]
+
+
+@pytest.mark.slow
+def test_sigkill_mid_epoch_then_resume_equals_uninterrupted(tmp_path):
+    cfg = tmp_path / "tiny.toml"
+    cfg.write_text(TINY_LM)
+    env = subprocess_env(MEMREAD_DATA=str(tmp_path))
+    full, killed = tmp_path / "full", tmp_path / "killed"
+    subprocess.run(_train_cmd(str(cfg), "--run-dir", str(full)), env=env, check=True, capture_output=True)
+    train_full = records(full, "train")
+    n_steps = train_full[-1]["step"]
+    assert n_steps > 40
+
+    kill_at = n_steps // 2 + 1  # mid-epoch, not on a checkpoint boundary
+    proc = subprocess.Popen(_train_cmd(str(cfg), "--run-dir", str(killed)), env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 120
+    while time.time() < deadline:
+        metrics = killed / "metrics.jsonl"
+        if metrics.exists() and any(json.loads(l).get("step", 0) >= kill_at for l in metrics.read_text().splitlines()[-3:] if l.strip().endswith("}")):
+            break
+        time.sleep(0.005)
+    proc.send_signal(signal.SIGKILL)
+    assert proc.wait() == -signal.SIGKILL, "the run finished before it could be killed"
+    step_at_kill = max(r["step"] for r in records(killed, "train"))
+    assert step_at_kill < n_steps
+
+    resumed = subprocess.run(_train_cmd("--resume", str(killed)), env=env, capture_output=True, text=True)
+    assert resumed.returncode == 0, resumed.stderr
+    train_resumed = records(killed, "train")
+    assert [r["step"] for r in train_resumed] == [r["step"] for r in train_full]  # nothing lost, nothing twice
+    for a, b in zip(train_full, train_resumed):
+        assert a["loss"] == pytest.approx(b["loss"], rel=1e-6, abs=1e-7), f"step {a['step']}"
+    assert [r["ppl"] for r in records(killed, "valid")] == pytest.approx([r["ppl"] for r in records(full, "valid")], rel=1e-6)
+
+
+def test_checkpoints_are_atomic_and_load_without_pickled_code(tmp_path):
+    trainer = start_run(lm_config(max_steps=6, checkpoint_every=2, batch_size=8), tmp_path / "run", tmp_path)
+    trainer.fit()
+    files = sorted(p.name for p in (tmp_path / "run").iterdir())
+    assert "checkpoint_best.pt" in files and "checkpoint_last.pt" in files
+    assert not [f for f in files if f.endswith(".tmp")]
+    payload = load_checkpoint(tmp_path / "run" / "checkpoint_last.pt")  # weights_only=True inside
+    assert payload["loop"]["global_step"] == 6 and payload["loop"]["finished"] is True
+
+    evil = tmp_path / "evil.pt"
+    torch.save({"format": "memread-checkpoint-v1", "obj": ExperimentConfig(task=None, reader=None)}, evil)
+    with pytest.raises(MemreadError, match="evil.pt: not a loadable memread checkpoint"):
+        load_checkpoint(evil)
+    (tmp_path / "junk.pt").write_bytes(b"\x00garbage")
+    with pytest.raises(MemreadError, match="junk.pt: not a loadable memread checkpoint"):
+        load_checkpoint(tmp_path / "junk.pt")
+
+
+def test_mismatched_checkpoint_is_refused_and_nothing_is_lost(tmp_path):
+    run = tmp_path / "run"
+    start_run(lm_config(max_steps=3, batch_size=8), run, tmp_path).fit()
+    before = {p.name: p.read_bytes() for p in run.iterdir()}
+    # another run's config with a different hidden size
+    other = tmp_path / "other"
+    start_run(ExperimentConfig(task=LMTaskConfig(dataset="stories", stories=300, bptt=12, emb=24),
+                               reader=RNNReaderConfig(hidden=16), train=TrainConfig(max_steps=2, progress=False)),
+              other, tmp_path).fit()
+    (run / "checkpoint_best.pt").write_bytes((other / "checkpoint_best.pt").read_bytes())
+    with pytest.raises(MemreadError, match=r"checkpoint does not match the config: reader.hidden = 16 in the checkpoint, 32 now"):
+        load_trained(run, tmp_path)
+    # a vocabulary that differs from the one the checkpoint was trained with
+    (run / "checkpoint_best.pt").write_bytes(before["checkpoint_best.pt"])
+    vocab = json.loads((run / "vocab.json").read_text())
+    vocab["itos"][-1], vocab["itos"][-2] = vocab["itos"][-2], vocab["itos"][-1]
+    (run / "vocab.json").write_text(json.dumps(vocab))
+    with pytest.raises(MemreadError, match="different vocabulary"):
+        resume_run(run, tmp_path)
+    (run / "vocab.json").write_bytes(before["vocab.json"])
+    # refusing touched nothing else
+    after = {p.name: p.read_bytes() for p in run.iterdir()}
+    assert after == before
+    with pytest.raises(MemreadError, match="already holds a run"):
+        start_run(lm_config(max_steps=3), run, tmp_path)
+    with pytest.raises(MemreadError, match="can only change \\[train\\] settings"):
+        resume_run(run, tmp_path, ["reader.hidden=8"])
+
+
+def test_cloze_loop_same_code_path(tmp_path):
+    cfg = ExperimentConfig(task=ClozeTaskConfig(stories=200, emb=16), reader=RNNReaderConfig(hidden=16),
+                           train=TrainConfig(max_steps=5, batch_size=16, progress=False))
+    start_run(cfg, tmp_path / "run", tmp_path).fit()
+    valid = records(tmp_path / "run", "valid")
+    assert len(valid) == 1 and 0.0 <= valid[0]["accuracy"] <= 1.0 and valid[0]["count"] == 20
