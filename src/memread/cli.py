@@ -5,6 +5,7 @@
     memread train --resume RUN_DIR          continue a stopped or killed run exactly
     memread eval RUN_DIR [--split test]     metrics of the best checkpoint
     memread bench READER [--batch ...]      training tokens/s against torch's fused nn.LSTM
+    memread attend RUN_DIR "a sentence"     PNG of which earlier words each word attended to
     memread data download ptb               fetch and lay out a public dataset
     memread data stories OUT_DIR            write the built-in stories (CBT format and LM text)
 
@@ -78,6 +79,15 @@ def cmd_bench(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_attend(args: argparse.Namespace) -> int:
+    from memread.attend import attend
+    from memread.data.root import data_root
+
+    out = Path(args.out) if args.out else None
+    print(attend(Path(args.run_dir), args.sentence, out, data_root(args.data_root)))
+    return 0
+
+
 def cmd_data(args: argparse.Namespace) -> int:
     from memread.data import download
     from memread.data.root import data_root
@@ -138,6 +148,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--repeats", type=int, default=30)
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="reader config value")
     p.set_defaults(func=cmd_bench)
+
+    p = sub.add_parser("attend", help="picture of a trained reader's intra-attention over a sentence")
+    p.add_argument("run_dir")
+    p.add_argument("sentence", help='words separated by spaces, e.g. "the cat sat on the mat"')
+    p.add_argument("--out", help="PNG to write (default: RUN_DIR/attention.png)")
+    _add_data_root(p)
+    p.set_defaults(func=cmd_attend)
 
     p = sub.add_parser("data", help="datasets")
     dsub = p.add_subparsers(dest="data_command", required=True)

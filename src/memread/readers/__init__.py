@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from memread.readers.base import ReaderOutput, detach_state
+from memread.readers.lstmn import LSTMNConfig, build_lstmn_reader
 from memread.readers.rnn import RNNReaderConfig, build_rnn_reader
 
 
@@ -24,6 +25,7 @@ READERS: dict[str, ReaderSpec] = {
     "lstm": ReaderSpec(RNNReaderConfig, build_rnn_reader, "LSTM (torch's fused nn.LSTM)"),
     "gru": ReaderSpec(RNNReaderConfig, build_rnn_reader, "GRU (torch's fused nn.GRU)"),
     "rnn": ReaderSpec(RNNReaderConfig, build_rnn_reader, "tanh RNN (torch's fused nn.RNN)"),
+    "lstmn": ReaderSpec(LSTMNConfig, build_lstmn_reader, "LSTMN: LSTM with hidden and memory tapes and intra-attention (Cheng et al. 2016)"),
 }
 
 

@@ -213,7 +213,7 @@ class Trainer:
                               "lr": self.lr, "tokens_per_s": tokens / dt}
                     self.log.write(record)
                     shown = self.task.selection_metric
-                    bar.set_postfix({shown: f"{metrics[shown]:.3f}", "tok/s": f"{record['tokens_per_s']:.0f}", "lr": f"{self.lr:.3g}"})
+                    bar.set_postfix({"loss": f"{record['loss']:.3f}", shown: f"{metrics[shown]:.3f}", "tok/s": f"{record['tokens_per_s']:.0f}", "lr": f"{self.lr:.3g}"})
                     loss_sum, loss_n, tokens, t0 = 0.0, 0, 0, time.perf_counter()
                     stats = defaultdict(float)
                 capped = bool(T.max_steps) and self.global_step >= T.max_steps

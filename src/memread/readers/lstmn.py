@@ -1,0 +1,429 @@
+"""Long Short-Term Memory-Network (LSTMN) reader: Cheng, Dong and Lapata (2016), sections 3.2-3.3,
+with two additions of the paper's earlier version: a bounded memory span and per-layer attention
+that also looks at the lower layer's output.
+
+The LSTM's single memory cell is replaced by two tapes that grow by one slot per token: a hidden
+tape ``H = (h_1 .. h_{t-1})`` and a memory tape ``C = (c_1 .. c_{t-1})``. Reading token ``x_t``::
+
+    a_i^t = v^T tanh(W_h h_i + W_x x_t + W_h~ h~_{t-1})          (4)  i over the tape
+    s^t   = softmax(a^t)                                           (5)
+    [h~_t; c~_t] = sum_i s_i^t [h_i; c_i]                          (6)  adaptive summaries
+    [i_t; f_t; o_t; c^_t] = [sig; sig; sig; tanh](W [h~_t; x_t] + b)   (7)
+    c_t = f_t * c~_t + i_t * c^_t                                  (8)
+    h_t = o_t * tanh(c_t)                                          (9)
+
+and ``h_t``, ``c_t`` are written to a new slot. (The paper writes no bias in (7), nor in its LSTM
+equation (1); like every LSTM we give the gates one. Equation (4) has none and gets none.)
+
+**The initial slot.** The sum in (6) runs over ``i = 1 .. t-1``, so the first token of a text has an
+empty tape: ``h~_1 = c~_1 = 0`` (the LSTM's zero initial state), and ``h~_0 = 0`` in (4). No extra
+"null" slot is put on the tape. ``state=None`` means exactly this: an empty tape.
+
+**Deep LSTMN (3.3).** Layers are stacked; the output of layer ``k`` is its attention vector
+``h~_t^k``, fed to layer ``k+1`` through a skip connection ``input_{k+1} = input_k + output_k``
+(when the embedding size differs from ``hidden``, ``input_1`` enters the sum through a learned
+projection, as in a ResNet shortcut). Each layer has its own tapes. With ``deep_attention`` the
+attention of layer ``k+1`` also conditions on layer ``k``'s new hidden state, the earlier version's
+``W_l h_t^k`` term: ``a_i^{t,k+1} = v^T tanh(W_h h_i^{k+1} + W_x input_t^{k+1} + W_l h_t^k +
+W_h~ h~_{t-1}^{k+1})``. The reader's ``states`` are the top layer's ``h_t`` (its hidden tape is what
+interacts with the environment), and ``memory`` is that tape.
+
+**Memory span (early version).** With ``span = N`` a token attends only to the ``N`` most recent slots.
+
+**State across calls (BPTT segments, sentences).** The returned ``state`` is a dict of tensors::
+
+    {"h": (L, B, S, H), "c": (L, B, S, H), "h_tilde": (L, B, H), "slots": (B,) int64}
+
+holding, per layer, the most recent ``span`` slots of both tapes (all slots when ``span = 0``),
+right-aligned: row ``b``'s real slots are the last ``slots[b]`` ones. ``h_tilde`` is ``h~`` of the
+row's last real token, for the ``W_h~ h~_{t-1}`` term of the next token. Because the state keeps
+exactly the slots the next tokens may attend to, reading a text in segments gives the same values as
+reading it at once (and token by token gives the same as a whole sentence). The key projections
+``W_h h_i`` of carried slots are recomputed from the carried ``h`` once per call (one matmul), not
+carried: the carried tape is detached between BPTT segments, but ``W_h`` still receives its gradient
+through the keys read by the current segment, as an LSTM's recurrent weights do at a segment start.
+
+For language modelling the tape therefore extends ``span`` tokens back across segment and sentence
+boundaries: the model sees the same window at every position of the stream, in training and in
+evaluation, however the stream is cut into BPTT segments; ``<eos>`` is an ordinary token that the
+reader may learn to attend to or not, just as the LSTM baseline carries its state across sentences.
+A continuous stream needs ``span > 0``: with ``span = 0`` the tape (and the cost of every step) would
+grow with the stream, so a carried tape longer than ``MAX_UNBOUNDED_TAPE`` slots is refused.
+
+**Fast path.** Per layer, everything that depends only on the input is computed for all steps in one
+matmul (``W_x x_t`` and the input part of the gates; with ``deep_attention`` also ``W_l h_t^k``).
+The recurrence then runs in a custom autograd function with a hand-written backward pass, so no
+autograd graph is built per step and the tapes can be preallocated and written in place:
+
+- forward, per step: the window's scores ``v^T tanh(K_i + q_t)`` (keys ``K_i = W_h h_i`` computed once,
+  when slot ``i`` is written), a softmax, one batched product for ``[h~_t | c~_t]`` over the joint
+  ``[h | c]`` tape, and one matmul of ``h~_t`` with ``[W_gates_h~; W_h~]`` that gives both the gates'
+  recurrent part and the next token's ``W_h~ h~_t``; the gates' local derivatives are kept while in cache;
+- backward, steps in reverse: slot ``t``'s gradient is complete once the later tokens that read it
+  are undone, so it is pulled in with one batched product over their summaries' gradients; the
+  ``tanh`` of (4) is recomputed rather than stored; key and weight gradients are accumulated in
+  preallocated buffers and the weight gradients summed in one matmul each after the loop.
+
+Attention windows are slices of the tapes (a token attends to ``t - 1`` slots, or ``span``). Padding
+needs no per-example loop: sequences are right-padded, so every real token's window is the same
+slice for all rows, and padded steps only write slots that no real token reads.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Literal
+
+import torch
+from torch import Tensor, nn
+from torch.autograd.function import once_differentiable
+
+from memread.errors import MemreadError
+from memread.modules.masking import masked_softmax
+from memread.readers.base import ReaderOutput
+
+# A carried tape longer than this with ``span = 0`` is refused: set ``span`` for continuous streams.
+MAX_UNBOUNDED_TAPE = 4096
+
+
+@dataclass
+class LSTMNConfig:
+    name: Literal["lstmn"] = "lstmn"
+    hidden: int = 300  # size of h_t, c_t and of the attention layer in (4)
+    layers: int = 1  # deep LSTMN (3.3): attention vector of layer k + skip connection -> layer k+1
+    span: int = 0  # attend to at most the `span` most recent slots; the state carries as many. 0 = unbounded
+    deep_attention: bool = False  # early version: layer k+1's attention also sees h_t^k (its W_l term)
+    dropout: float = 0.0  # on each layer's output before it feeds the layer above (layers > 1)
+
+
+# ----------------------------------------------------------------------------- one layer, fast path
+
+
+def _window(t: int, s0: int, span: int, first: int) -> tuple[int, int]:
+    """Slots that token ``t`` of the segment may attend to: ``[lo, hi)`` in tape coordinates, where
+    the carried slots are ``0 .. s0-1`` and token ``t`` writes slot ``s0 + t``."""
+    hi = s0 + t
+    lo = max(first, hi - span) if span > 0 else first
+    return lo, hi
+
+
+def _lstmn_layer_forward(proj, H0, C0, K0, h_tilde0, start, W_f, W_h, v, span, for_backward):
+    """Equations (4)-(9) over one segment for one layer, without autograd.
+
+    proj (B, T, A + 4H) = [W_x x_t (+ W_l h_t^{k-1}) | W_gx x_t + b] for all steps;
+    H0, C0 (B, S0, H), K0 = W_h H0 (B, S0, A): the carried tapes; h_tilde0 (B, H): h~ before the segment;
+    start (B,) or None: first real carried slot of each row (None: all S0 slots are real);
+    W_f (4H + A, H) = [W_gates_h~; W_h~]; W_h (A, H); v (A,).
+    Returns a dict: the tapes HC (B, S, 2H) = [h | c] and K (B, S, A) over carried + new slots, the
+    attention weights s (B, T, S), [h~ | c~] (B, T, 2H), the activated gates (B, T, 4H), and with
+    ``for_backward`` what the backward pass needs: the queries q (B, T, A), the local derivatives of
+    the gates ``dgate`` (B, T, 4H) and ``o (1 - tanh^2 c)`` (B, T, H).
+    """
+    B, T, _ = proj.shape
+    S0, Hd = H0.size(1), H0.size(2)
+    A = v.numel()
+    S = S0 + T
+    HC = proj.new_empty(B, S, 2 * Hd)  # hidden tape | memory tape
+    K = proj.new_empty(B, S, A)  # W_h h_i, written once per slot
+    HC[:, :S0, :Hd] = H0
+    HC[:, :S0, Hd:] = C0
+    K[:, :S0] = K0
+    s_all = proj.new_zeros(B, T, S)
+    q_all = proj.new_empty(B, T, A)
+    hc_tilde = proj.new_empty(B, T, 2 * Hd)
+    gates = proj.new_empty(B, T, 4 * Hd)
+    tanh_c = proj.new_empty(B, Hd)
+    if for_backward:
+        dgate = proj.new_empty(B, T, 4 * Hd)
+        o_dtanh_c = proj.new_empty(B, T, Hd)
+        one = proj.new_ones(())
+    xq, xg = proj[..., :A], proj[..., A:]
+    W_fT, W_hT = W_f.t(), W_h.t()
+    first = 0 if start is None else int(start.min())
+    slot_ids = None if start is None else torch.arange(S, device=proj.device)
+    q_rec = h_tilde0 @ W_fT[:, 4 * Hd :]  # W_h~ h~_0 (B, A)
+    for t in range(T):
+        q = torch.add(xq[:, t], q_rec, out=q_all[:, t])  # W_x x_t + W_h~ h~_{t-1}  (B, A)
+        lo, hi = _window(t, S0, span, first)
+        if hi > lo:
+            u = torch.add(K[:, lo:hi], q.unsqueeze(1)).tanh_()  # (B, w, A)
+            a = torch.matmul(u, v)  # (4)  (B, w)
+            if start is not None and bool((start > lo).any()):  # rows with fewer carried slots
+                s = masked_softmax(a, slot_ids[lo:hi].unsqueeze(0) >= start.unsqueeze(1))  # (5)
+            else:
+                s = torch.softmax(a, dim=-1)  # (5)  (B, w)
+            s_all[:, t, lo:hi] = s
+            torch.bmm(s.unsqueeze(1), HC[:, lo:hi], out=hc_tilde[:, t : t + 1])  # (6)  [h~_t | c~_t]
+        else:  # empty tape: h~_t = c~_t = 0
+            hc_tilde[:, t] = 0
+        h_tilde, c_tilde = hc_tilde[:, t, :Hd], hc_tilde[:, t, Hd:]
+        z = h_tilde @ W_fT  # (B, 4H + A): gates' recurrent part, and W_h~ h~_t for step t + 1
+        g = torch.add(xg[:, t], z[:, : 4 * Hd], out=gates[:, t])  # (7) pre-activations
+        g[:, : 3 * Hd].sigmoid_()  # i, f, o
+        g[:, 3 * Hd :].tanh_()  # c^
+        i_t, f_t, o_t, c_hat = g.split(Hd, dim=1)
+        c_t = torch.mul(f_t, c_tilde, out=HC[:, S0 + t, Hd:]).addcmul_(i_t, c_hat)  # (8)
+        h_t = torch.mul(o_t, torch.tanh(c_t, out=tanh_c), out=HC[:, S0 + t, :Hd])  # (9)
+        torch.mm(h_t, W_hT, out=K[:, S0 + t])  # W_h h_t, once for every later token
+        q_rec = z[:, 4 * Hd :]
+        if for_backward:  # local derivatives, while they are in cache
+            d = dgate[:, t]
+            torch.addcmul(g[:, : 3 * Hd], g[:, : 3 * Hd], g[:, : 3 * Hd], value=-1, out=d[:, : 3 * Hd])  # sig'
+            d[:, :Hd].mul_(c_hat)  # d c_t / d i-gate pre-activation
+            d[:, Hd : 2 * Hd].mul_(c_tilde)  # ... f
+            d[:, 2 * Hd : 3 * Hd].mul_(tanh_c)  # d h_t / d o-gate pre-activation
+            torch.addcmul(one, c_hat, c_hat, value=-1, out=d[:, 3 * Hd :]).mul_(i_t)  # ... c^
+            torch.addcmul(one, tanh_c, tanh_c, value=-1, out=o_dtanh_c[:, t]).mul_(o_t)  # d h_t / d c_t
+    out = dict(HC=HC, K=K, s=s_all, hc_tilde=hc_tilde, gates=gates)
+    if for_backward:
+        out.update(q=q_all, dgate=dgate, o_dtanh_c=o_dtanh_c)
+    return out
+
+
+class _LSTMNLayerFunction(torch.autograd.Function):
+    """One LSTMN layer over a segment, with a hand-written backward pass (see the module docstring)."""
+
+    @staticmethod
+    def forward(ctx, proj, H0, C0, K0, h_tilde0, W_f, W_h, v, start, span, for_backward):
+        f = _lstmn_layer_forward(proj, H0, C0, K0, h_tilde0, start, W_f, W_h, v, span, for_backward)
+        S0, Hd = H0.size(1), H0.size(2)
+        HC, s_all = f["HC"], f["s"]
+        if for_backward:
+            ctx.save_for_backward(HC, f["K"], f["q"], s_all, f["hc_tilde"], f["gates"], f["dgate"], f["o_dtanh_c"],
+                                  h_tilde0, W_f, W_h, v, start)
+        ctx.span, ctx.S0 = span, S0
+        ctx.mark_non_differentiable(s_all)
+        # the whole tapes (B, S0 + T, H) and h~ (B, T, H); the reader slices memory and state from them
+        return HC[:, :, :Hd], HC[:, :, Hd:], f["hc_tilde"][:, :, :Hd], s_all
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, grad_H, grad_C, grad_h_tilde, _grad_s):
+        HC, K, q_all, s_all, hc_tilde, gates, dgate, o_dtanh_c, h_tilde0, W_f, W_h, v, start = ctx.saved_tensors
+        span, S0 = ctx.span, ctx.S0
+        B, T, H4 = gates.shape
+        Hd, A = H4 // 4, v.numel()
+        first = 0 if start is None else int(start.min())
+        grad_h = None if grad_H is None else grad_H[:, S0:]
+        grad_c = None if grad_C is None else grad_C[:, S0:]
+        f_g = gates[:, :, Hd : 2 * Hd]
+        W_g, W_q = W_f[: 4 * Hd], W_f[4 * Hd :]  # gates' recurrent weight, W_h~
+        W_hv = v.unsqueeze(1) * W_h  # (A, H): dK below is kept without the factor v of (4)
+        s_T = s_all.transpose(1, 2).contiguous()  # (B, S, T): who read slot j, and how much
+
+        dproj = HC.new_empty(B, T, A + 4 * Hd)  # [d q_t | d gate pre-activations]
+        D = HC.new_empty(B, T, 2 * Hd)  # d [h~_t | c~_t]
+        dK = HC.new_zeros(B, HC.size(1), A)
+        dv = v.new_zeros(1, A)
+        one = HC.new_ones(())
+        for t in reversed(range(T)):
+            slot = S0 + t
+            # d h_t: from outside, through its key (4), through the summaries of later tokens (6)
+            if grad_h is not None:
+                dh = torch.addmm(grad_h[:, t], dK[:, slot], W_hv)
+            else:
+                dh = dK[:, slot] @ W_hv
+            end = T if span == 0 else min(T, t + 1 + span)  # later tokens that can see this slot
+            if end > t + 1:
+                read = torch.bmm(s_T[:, slot : slot + 1, t + 1 : end], D[:, t + 1 : end]).squeeze(1)  # (B, 2H)
+                dh += read[:, :Hd]
+                dc = read[:, Hd:] if grad_c is None else read[:, Hd:] + grad_c[:, t]
+            else:
+                dc = grad_c[:, t] if grad_c is not None else torch.zeros_like(dh)
+            dc = torch.addcmul(dc, dh, o_dtanh_c[:, t])  # (9)
+            dg = dproj[:, t, A:]  # (8), (7)
+            torch.mul(dgate[:, t], torch.cat([dc, dc, dh, dc], dim=1), out=dg)
+            d_h_tilde = D[:, t, :Hd]
+            if grad_h_tilde is not None:
+                torch.addmm(grad_h_tilde[:, t], dg, W_g, out=d_h_tilde)
+            else:
+                torch.mm(dg, W_g, out=d_h_tilde)
+            if t + 1 < T:
+                d_h_tilde.addmm_(dproj[:, t + 1, :A], W_q)  # W_h~ h~_t was token t+1's query
+            torch.mul(dc, f_g[:, t], out=D[:, t, Hd:])  # d c~_t  (8)
+            lo, hi = _window(t, S0, span, first)
+            if hi > lo:
+                s = s_all[:, t, lo:hi]  # (B, w)
+                ds = torch.bmm(D[:, t].unsqueeze(1), HC[:, lo:hi].transpose(1, 2)).squeeze(1)  # (6)  (B, w)
+                da = s * (ds - (s * ds).sum(dim=1, keepdim=True))  # (5)
+                u = torch.add(K[:, lo:hi], q_all[:, t].unsqueeze(1)).tanh_()  # (4) again  (B, w, A)
+                dv.addmm_(da.reshape(1, -1), u.reshape(-1, A))
+                g_u = torch.addcmul(one, u, u, value=-1)  # tanh' = 1 - u^2
+                dK[:, lo:hi].addcmul_(da.unsqueeze(2), g_u)
+                torch.mul(torch.bmm(da.unsqueeze(1), g_u).squeeze(1), v, out=dproj[:, t, :A])  # d q_t
+            else:
+                dproj[:, t, :A] = 0
+        h_tilde_prev = torch.cat([h_tilde0.unsqueeze(1), hc_tilde[:, :-1, :Hd]], dim=1)  # h~_{t-1}  (B, T, H)
+        dW_f = torch.cat([
+            dproj[:, :, A:].reshape(B * T, 4 * Hd).t() @ hc_tilde[:, :, :Hd].reshape(B * T, Hd),
+            dproj[:, :, :A].reshape(B * T, A).t() @ h_tilde_prev.reshape(B * T, Hd),
+        ])  # (4H + A, H)
+        dh_tilde0 = dproj[:, 0, :A] @ W_q
+        dW_h = v.unsqueeze(1) * (dK[:, S0:].reshape(B * T, A).t() @ HC[:, S0:, :Hd].reshape(B * T, Hd))
+        dHC0 = torch.bmm(s_T[:, :S0], D)  # the carried slots: read by this segment's tokens  (B, S0, 2H)
+        dH0, dC0 = dHC0[..., :Hd], dHC0[..., Hd:]
+        if S0 and grad_H is not None:
+            dH0 = dH0 + grad_H[:, :S0]
+        if S0 and grad_C is not None:
+            dC0 = dC0 + grad_C[:, :S0]
+        dK0 = dK[:, :S0] * v
+        return (dproj, dH0, dC0, dK0, dh_tilde0, dW_f, dW_h, dv.squeeze(0),
+                None, None, None)
+
+
+class LSTMNLayer(nn.Module):
+    """The parameters of one LSTMN layer, named after equations (4) and (7)."""
+
+    def __init__(self, input_size: int, hidden: int, lower: bool):
+        super().__init__()
+        self.hidden = hidden
+        self.W_h = nn.Linear(hidden, hidden, bias=False)  # (4) keys of the hidden tape
+        self.W_x = nn.Linear(input_size, hidden, bias=False)  # (4) the current input
+        self.W_h_tilde = nn.Linear(hidden, hidden, bias=False)  # (4) the previous attention vector
+        self.W_l = nn.Linear(hidden, hidden, bias=False) if lower else None  # early version: h_t^{k-1}
+        self.v = nn.Parameter(torch.empty(hidden))  # (4)
+        self.W = nn.Linear(hidden + input_size, 4 * hidden)  # (7) over [h~_t, x_t] -> i, f, o, c^
+        bound = 1.0 / math.sqrt(hidden)
+        for p in self.parameters():
+            nn.init.uniform_(p, -bound, bound)
+
+    def forward(self, inp: Tensor, lower_h: Tensor | None, H0: Tensor, C0: Tensor, h_tilde0: Tensor,
+                start: Tensor | None, span: int) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+        """inp (B, T, I), lower_h (B, T, H) or None, carried H0, C0 (B, S0, H), h_tilde0 (B, H)
+        -> hidden and memory tapes (B, S0 + T, H), h~ (B, T, H), attention weights (B, T, S0 + T)."""
+        Hd = self.hidden
+        W_in = torch.cat([self.W_x.weight, self.W.weight[:, Hd:]], dim=0)  # (A + 4H, I)
+        b_in = torch.cat([self.W.bias.new_zeros(Hd), self.W.bias])
+        proj = torch.nn.functional.linear(inp, W_in, b_in)  # W_x x_t and the gates' input part, all steps
+        if self.W_l is not None and lower_h is not None:
+            proj = proj + torch.nn.functional.pad(self.W_l(lower_h), (0, 4 * Hd))  # + W_l h_t^{k-1}
+        W_f = torch.cat([self.W.weight[:, :Hd], self.W_h_tilde.weight], dim=0)  # (4H + A, H)
+        K0 = self.W_h(H0)  # keys of the carried slots  (B, S0, A)
+        for_backward = torch.is_grad_enabled()
+        return _LSTMNLayerFunction.apply(
+            proj, H0, C0, K0, h_tilde0, W_f, self.W_h.weight, self.v, start, span, for_backward
+        )
+
+
+# ----------------------------------------------------------------------------- the reader
+
+
+class LSTMNReader(nn.Module):
+    """LSTMN reader: x (B, T, E), mask (B, T) -> states (B, T, H); see the module docstring."""
+
+    def __init__(self, cfg: LSTMNConfig, input_size: int):
+        super().__init__()
+        if cfg.hidden < 1 or cfg.layers < 1 or cfg.span < 0:
+            raise MemreadError(f"reader lstmn: hidden and layers must be positive and span >= 0, got {cfg}")
+        self.cfg = cfg
+        self.input_size = input_size
+        self.output_size = cfg.hidden
+        H = cfg.hidden
+        self.layers = nn.ModuleList(
+            LSTMNLayer(input_size if k == 0 else H, H, lower=cfg.deep_attention and k > 0) for k in range(cfg.layers)
+        )
+        # input_2 = input_1 + output_1 needs input_1 in R^H: a projection shortcut when E != H
+        self.skip = nn.Linear(input_size, H, bias=False) if cfg.layers > 1 and input_size != H else None
+        self.drop = nn.Dropout(cfg.dropout)
+
+    def initial_state(self, batch: int, like: Tensor) -> dict[str, Tensor]:
+        """The empty tape (what ``state=None`` means)."""
+        L, H = self.cfg.layers, self.cfg.hidden
+        return {
+            "h": like.new_zeros(L, batch, 0, H),
+            "c": like.new_zeros(L, batch, 0, H),
+            "h_tilde": like.new_zeros(L, batch, H),
+            "slots": torch.zeros(batch, dtype=torch.long, device=like.device),
+        }
+
+    def forward(self, x: Tensor, mask: Tensor | None = None, state: dict | None = None,
+                return_attention: bool = False) -> ReaderOutput:
+        """x (B, T, E), mask (B, T) bool (True = real, right-padded), state from a previous call.
+
+        Returns states (B, T, H): the top layer's h_t; memory (B, S, H): the top layer's hidden tape
+        over the carried slots and this segment (S = S0 + T), memory_mask (B, S); state (see the
+        module docstring); attention (B, T, S): the top layer's weights s^t, if asked for.
+        """
+        B, T, _ = x.shape
+        if mask is None:
+            mask = torch.ones(B, T, dtype=torch.bool, device=x.device)
+        if state is None:
+            state = self.initial_state(B, x)
+        S0 = state["h"].size(2)
+        if self.cfg.span == 0 and S0 > 0 and S0 + T > MAX_UNBOUNDED_TAPE:
+            raise MemreadError(
+                f"reader lstmn: the carried tape would hold {S0 + T} slots; with span = 0 (unbounded) the state "
+                f"keeps the whole tape, so a continuous stream needs reader.span > 0 (e.g. span = 35)"
+            )
+        n0 = state["slots"]  # (B,) real carried slots, right-aligned
+        start = None if bool((n0 == S0).all()) else S0 - n0  # (B,) first real carried slot
+
+        inp, lower_h = x, None
+        H_tapes, C_tapes, h_tildes = [], [], []
+        for k, layer in enumerate(self.layers):
+            H_tape, C_tape, h_tilde, s = layer(inp, lower_h, state["h"][k], state["c"][k], state["h_tilde"][k],
+                                               start, self.cfg.span)
+            H_tapes.append(H_tape)
+            C_tapes.append(C_tape)
+            h_tildes.append(h_tilde)
+            if k + 1 < len(self.layers):  # (3.3) input_{k+1} = input_k + output_k, output_k = h~^k
+                base = self.skip(inp) if k == 0 and self.skip is not None else inp
+                inp = base + self.drop(h_tilde)
+                lower_h = self.drop(H_tape[:, S0:]) if self.cfg.deep_attention else None
+
+        lengths = mask.sum(dim=1)  # (B,)
+        slot_ids = torch.arange(S0 + T, device=x.device)
+        memory_mask = (slot_ids >= (S0 - n0).unsqueeze(1)) & (slot_ids < (S0 + lengths).unsqueeze(1))  # (B, S)
+        return ReaderOutput(
+            states=H_tapes[-1][:, S0:],  # h_t of the top layer  (B, T, H)
+            memory=H_tapes[-1],  # (B, S0 + T, H)
+            memory_mask=memory_mask,
+            state=self._carry(state, H_tapes, C_tapes, h_tildes, lengths, uniform=start is None),
+            attention=s if return_attention else None,
+        )
+
+    def _carry(self, state, H_tapes, C_tapes, h_tildes, lengths, uniform) -> dict[str, Tensor]:
+        """The last ``span`` real slots of every layer's tapes (all when span = 0), right-aligned."""
+        S, T = H_tapes[0].size(1), h_tildes[0].size(1)
+        S0 = S - T
+        total = state["slots"] + lengths  # (B,) real slots after this segment
+        keep = total.clamp(max=self.cfg.span) if self.cfg.span > 0 else total
+        if uniform and bool((lengths == T).all()):  # every row full: the last slots, a slice
+            n = S if self.cfg.span == 0 else min(S, self.cfg.span)
+            return {"h": torch.stack([tape[:, S - n :] for tape in H_tapes]),  # compact copies, so that
+                    "c": torch.stack([tape[:, S - n :] for tape in C_tapes]),  # a checkpoint holds only
+                    "h_tilde": torch.stack([ht[:, -1] for ht in h_tildes]), "slots": keep}  # the kept slots
+        S_new = int(keep.max()) if keep.numel() else 0
+        pos = torch.arange(S_new, device=lengths.device)
+        src = (S0 + lengths - S_new).unsqueeze(1) + pos  # (B, S_new) source slot of each kept slot
+        real = (pos >= (S_new - keep).unsqueeze(1)).unsqueeze(2)  # (B, S_new, 1)
+        idx = src.clamp(min=0).unsqueeze(2).expand(-1, -1, self.cfg.hidden)
+
+        def gather(tape: Tensor) -> Tensor:
+            return torch.where(real, tape.gather(1, idx), tape.new_zeros(()))
+
+        last = (lengths - 1).clamp(min=0).view(-1, 1, 1).expand(-1, 1, self.cfg.hidden)
+        has_tokens = (lengths > 0).view(-1, 1)
+        return {
+            "h": torch.stack([gather(tape) for tape in H_tapes]),
+            "c": torch.stack([gather(tape) for tape in C_tapes]),
+            "h_tilde": torch.stack([
+                torch.where(has_tokens, ht.gather(1, last).squeeze(1), ht0)
+                for ht, ht0 in zip(h_tildes, state["h_tilde"])
+            ]),
+            "slots": keep,
+        }
+
+    def step(self, x_t: Tensor, state: dict | None = None) -> ReaderOutput:
+        """Read one token ``x_t`` (B, E): incremental reading, left to right as in the paper's Figure 1.
+
+        The output's ``attention`` (B, 1, S) is what the token attended to, ``memory`` (B, S, H) the
+        hidden tape after writing it, and ``state["h"]`` / ``state["c"]`` (L, B, S, H) both tapes of
+        every layer (with ``span`` set, only the slots still within reach).
+        """
+        return self.forward(x_t.unsqueeze(1), None, state, return_attention=True)
+
+
+def build_lstmn_reader(cfg: LSTMNConfig, input_size: int) -> LSTMNReader:
+    return LSTMNReader(cfg, input_size)

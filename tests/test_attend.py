@@ -1,0 +1,58 @@
+"""``memread.attend.attend``: a run of an attention reader gives a PNG of its intra-attention; a run
+of a reader without attention, or something that is not a run, gives a clear error."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from memread.attend import attend, read_sentence
+from memread.config import ExperimentConfig, TrainConfig
+from memread.errors import MemreadError
+from memread.experiment import load_trained, start_run
+from memread.readers.lstmn import LSTMNConfig
+from memread.readers.rnn import RNNReaderConfig
+from memread.tasks.language_model import LMTaskConfig
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    """These tests run small ops; on a busy machine two OpenMP threads make them 100x slower."""
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)
+
+
+def tiny_run(tmp_path, reader, name):
+    cfg = ExperimentConfig(
+        task=LMTaskConfig(dataset="stories", stories=20, bptt=12, emb=8),
+        reader=reader,
+        train=TrainConfig(batch_size=8, eval_batch_size=8, epochs=1, max_steps=3, progress=False, log_every=100),
+    )
+    run_dir = tmp_path / name
+    start_run(cfg, run_dir, tmp_path).fit()  # the stories are generated: no data needed
+    return run_dir
+
+
+def test_attend_writes_a_png(tmp_path):
+    run_dir = tiny_run(tmp_path, LSTMNConfig(hidden=8, layers=2, span=6), "lstmn")
+    png = attend(run_dir, "Mary put the zorblax in the kitchen .", tmp_path / "pics" / "a.png", tmp_path)
+    assert png == tmp_path / "pics" / "a.png"
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert attend(run_dir, "john went to the garden", None, tmp_path) == run_dir / "attention.png"
+
+    _, task, model = load_trained(run_dir, tmp_path)
+    words, w = read_sentence(model, task.vocab, "Mary put the zorblax in the kitchen .")
+    assert words[0] == "Mary" and words[3] == "zorblax*"  # lower-cased to find "mary"; unknown marked
+    assert w.shape == (8, 8)
+    assert torch.all(w.triu() == 0)  # only earlier words, and the first word has nothing to read
+    torch.testing.assert_close(w[1:].sum(-1), torch.ones(7))  # span 6: all within reach here
+
+
+def test_attend_needs_an_attention_reader(tmp_path):
+    run_dir = tiny_run(tmp_path, RNNReaderConfig(name="lstm", hidden=8), "lstm")
+    with pytest.raises(MemreadError, match="no attention"):
+        attend(run_dir, "mary went to the garden", tmp_path / "x.png", tmp_path)
+    with pytest.raises(MemreadError):
+        attend(tmp_path / "nothing-here", "mary", tmp_path / "x.png", tmp_path)
