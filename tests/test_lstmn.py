@@ -2,6 +2,10 @@
 variant of 3.3) in float64, with padding, several layers, a span bound and a carried state;
 gradients equal the naive ones and reach every parameter; one sequence alone equals the same
 sequence in a padded batch; token-by-token reading equals reading at once; a tiny LM learns.
+
+The fast path has two implementations of its time loops, the compiled kernels and the Python
+fall-back: the tests that compare with the naive reader run on both (``backend``), and a float32
+test compares the two at sizes that exercise the compiled path's vector loops.
 """
 
 from __future__ import annotations
@@ -12,6 +16,8 @@ import math
 import pytest
 import torch
 
+import memread.readers._lstmn_kernels as lstmn_kernels
+import memread.readers.lstmn as lstmn_module
 from memread.errors import MemreadError
 from memread.readers import READERS, build_reader
 from memread.readers.base import detach_state, flatten_state, state_structure, unflatten_state
@@ -27,6 +33,15 @@ def one_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(n)
+
+
+@pytest.fixture(params=["compiled", "python"])
+def backend(request, monkeypatch):
+    """Run a test on the compiled time loops (skipped where they cannot be built) and on the Python ones."""
+    if request.param == "compiled" and lstmn_kernels.kernels() is None:
+        pytest.skip("the compiled LSTMN kernels are not available here (no compiler or ninja)")
+    monkeypatch.setattr(lstmn_module, "USE_COMPILED", request.param == "compiled")
+    return request.param
 
 
 def make_reader(layers=1, span=0, deep=False, input_size=E, hidden=H, seed=0) -> LSTMNReader:
@@ -133,7 +148,7 @@ def test_registry_and_shapes():
 
 
 @pytest.mark.parametrize("case", CASES, ids=lambda c: f"L{c['layers']}-span{c['span']}-deep{int(c['deep'])}")
-def test_fast_equals_naive_with_padding(case):
+def test_fast_equals_naive_with_padding(case, backend):
     reader = make_reader(**case)
     lengths = [7, 4, 1]
     x, mask = batch(lengths)
@@ -153,7 +168,7 @@ def test_fast_equals_naive_with_padding(case):
 
 
 @pytest.mark.parametrize("case", CASES[1:4], ids=lambda c: f"L{c['layers']}-span{c['span']}-deep{int(c['deep'])}")
-def test_carried_state_equals_reading_at_once(case):
+def test_carried_state_equals_reading_at_once(case, backend):
     """Two segments with a carried state give what the naive reader gives on the whole text,
     also when rows have different lengths in either segment."""
     reader = make_reader(**case)
@@ -179,7 +194,7 @@ def test_carried_state_equals_reading_at_once(case):
         assert out2.memory_mask[b].sum() == kept + n2
 
 
-def test_gradients_equal_naive_and_reach_every_parameter():
+def test_gradients_equal_naive_and_reach_every_parameter(backend):
     reader = make_reader(layers=3, span=3, deep=True, input_size=3)  # E != H: the skip projection exists
     lengths = [6, 3]
     x, mask = batch(lengths, input_size=3)
@@ -197,7 +212,7 @@ def test_gradients_equal_naive_and_reach_every_parameter():
         assert g_fast.abs().sum() > 0, f"{name} receives no gradient"
 
 
-def test_gradcheck_through_a_carried_state():
+def test_gradcheck_through_a_carried_state(backend):
     """The hand-written backward pass, checked numerically, with gradients flowing into the carried
     tapes and h~ as well (rows with different carried lengths)."""
     reader = make_reader(layers=2, span=3, deep=True, input_size=3, hidden=3)
@@ -215,7 +230,7 @@ def test_gradcheck_through_a_carried_state():
     assert torch.autograd.gradcheck(f, (x2, *leaves), atol=1e-6)
 
 
-def test_single_sequence_equals_padded_batch():
+def test_single_sequence_equals_padded_batch(backend):
     reader = make_reader(layers=2, span=0, deep=False)
     x, mask = batch([6, 3, 5])
     padded = reader(x, mask).states
@@ -229,7 +244,7 @@ def test_single_sequence_equals_padded_batch():
 
 
 @pytest.mark.parametrize("span", [0, 2])
-def test_incremental_reading_equals_batch(span):
+def test_incremental_reading_equals_batch(span, backend):
     reader = make_reader(layers=2, span=span, deep=True)
     x, mask = batch([6, 6])
     whole = reader(x, mask, return_attention=True)
@@ -244,6 +259,55 @@ def test_incremental_reading_equals_batch(span):
         torch.testing.assert_close(step.attention[:, 0], whole.attention[:, t, lo : t + 1], atol=1e-10, rtol=0)
         torch.testing.assert_close(step.memory, whole.memory[:, lo : t + 1], atol=1e-10, rtol=0)
         assert state["h"].size(2) == (min(t + 1, span) if span else t + 1)
+
+
+@pytest.mark.parametrize("hidden", [37, 64])
+def test_compiled_equals_python_path_in_float32(hidden, monkeypatch):
+    """The compiled loops against the Python ones in float32, at sizes where the compiled path runs its
+    vector loops and their remainders (37 = 2 x 16 + 5), with padding, a span and a carried state:
+    outputs, carried state and every gradient agree to float32 precision."""
+    if lstmn_kernels.kernels() is None:
+        pytest.skip("the compiled LSTMN kernels are not available here (no compiler or ninja)")
+    torch.manual_seed(0)
+    reader = build_reader(LSTMNConfig(hidden=hidden, layers=2, span=4, deep_attention=True), 7)
+    g = torch.Generator().manual_seed(3)
+    x1, x2 = torch.randn(3, 6, 7, generator=g), torch.randn(3, 5, 7, generator=g)
+    m1 = torch.tensor([[True] * 6, [True] * 3 + [False] * 3, [True] * 6])
+    m2 = torch.tensor([[True] * 5, [True] * 5, [True] * 2 + [False] * 3])
+    w = torch.randn(3, 5, hidden, generator=g)
+
+    def run(compiled):
+        monkeypatch.setattr(lstmn_module, "USE_COMPILED", compiled)
+        reader.zero_grad()
+        first = reader(x1, m1)
+        out = reader(x2, m2, state=first.state, return_attention=True)
+        loss = (out.states * w * m2.unsqueeze(-1)).sum() + (first.states * m1.unsqueeze(-1)).sum()
+        loss.backward()
+        grads = {n: p.grad.clone() for n, p in reader.named_parameters()}
+        return out, grads
+
+    out_c, grads_c = run(True)
+    out_p, grads_p = run(False)
+    torch.testing.assert_close(out_c.states, out_p.states, atol=2e-5, rtol=1e-4)
+    torch.testing.assert_close(out_c.attention, out_p.attention, atol=2e-5, rtol=1e-4)
+    for key in ("h", "c", "h_tilde"):
+        torch.testing.assert_close(out_c.state[key], out_p.state[key], atol=2e-5, rtol=1e-4)
+    for name in grads_p:
+        torch.testing.assert_close(grads_c[name], grads_p[name], atol=2e-4, rtol=1e-3, msg=name)
+
+
+def test_without_compiled_kernels_the_python_path_is_used(monkeypatch):
+    """Where the kernels cannot be built (here: switched off as MEMREAD_NO_EXTENSIONS does) the reader
+    runs its Python loops and gives the same values."""
+    monkeypatch.setenv(lstmn_kernels.DISABLE_ENV, "1")
+    monkeypatch.setattr(lstmn_kernels, "_tried", False)
+    monkeypatch.setattr(lstmn_kernels, "_ops", None)
+    assert lstmn_kernels.kernels() is None
+    reader = make_reader(layers=2, span=2)
+    x, mask = batch([5, 3])
+    out = reader(x, mask)
+    for b, n in enumerate([5, 3]):
+        torch.testing.assert_close(out.states[b, :n], naive_lstmn(reader, x[b, :n])["states"], atol=1e-6, rtol=0)
 
 
 def test_unbounded_tape_is_refused_for_streams():

@@ -67,6 +67,16 @@ autograd graph is built per step and the tapes can be preallocated and written i
 Attention windows are slices of the tapes (a token attends to ``t - 1`` slots, or ``span``). Padding
 needs no per-example loop: sequences are right-padded, so every real token's window is the same
 slice for all rows, and padded steps only write slots that no real token reads.
+
+**Compiled loops.** On the CPU both time loops run in C++ when a compiler is available
+(``_lstmn_kernels.cpp``, built on first use; see :mod:`memread.readers._lstmn_kernels`), filling the
+same buffers as the Python loops below, which are the fall-back (and the path on other devices).
+There the window's passes are single loops per row: ``v^T tanh(K_i + q_t)`` is summed as the tanh is
+computed, the backward pass recomputes it slot by slot while updating ``dK``, ``d q_t`` and ``dv``;
+the gates' local derivatives are recomputed in the backward loop instead of stored, and the product
+with ``W_f`` takes ``[d gates_t | d q_{t+1}]`` in one matmul. In float32 its tanh and sigmoid are a
+vectorised form within 3 float32 ulps of tanh (float64 uses ``std::tanh``), so the two paths agree to
+float32 precision and, in float64, both equal the naive reading of the equations.
 """
 
 from __future__ import annotations
@@ -81,6 +91,7 @@ from torch.autograd.function import once_differentiable
 
 from memread.errors import MemreadError
 from memread.modules.masking import masked_softmax
+from memread.readers._lstmn_kernels import kernels
 from memread.readers.base import ReaderOutput
 
 # A carried tape longer than this with ``span = 0`` is refused: set ``span`` for continuous streams.
@@ -100,6 +111,17 @@ class LSTMNConfig:
 # ----------------------------------------------------------------------------- one layer, fast path
 
 
+# The compiled loops (``_lstmn_kernels.cpp``) are used for CPU tensors when they could be built; they
+# fill the same buffers as the Python loops below. Tests switch them off to check the fall-back.
+USE_COMPILED = True
+
+
+def _compiled_kernels(like: Tensor):
+    if not USE_COMPILED or like.device.type != "cpu" or like.dtype not in (torch.float32, torch.float64):
+        return None
+    return kernels()
+
+
 def _window(t: int, s0: int, span: int, first: int) -> tuple[int, int]:
     """Slots that token ``t`` of the segment may attend to: ``[lo, hi)`` in tape coordinates, where
     the carried slots are ``0 .. s0-1`` and token ``t`` writes slot ``s0 + t``."""
@@ -108,17 +130,19 @@ def _window(t: int, s0: int, span: int, first: int) -> tuple[int, int]:
     return lo, hi
 
 
-def _lstmn_layer_forward(proj, H0, C0, K0, h_tilde0, start, W_f, W_h, v, span, for_backward):
+def _lstmn_layer_forward(proj, H0, C0, K0, h_tilde0, start, W_f, b_f, W_h, v, span, for_backward):
     """Equations (4)-(9) over one segment for one layer, without autograd.
 
-    proj (B, T, A + 4H) = [W_x x_t (+ W_l h_t^{k-1}) | W_gx x_t + b] for all steps;
+    proj (B, T, A + 4H) = [W_x x_t (+ W_l h_t^{k-1}) | W_gx x_t] for all steps;
     H0, C0 (B, S0, H), K0 = W_h H0 (B, S0, A): the carried tapes; h_tilde0 (B, H): h~ before the segment;
     start (B,) or None: first real carried slot of each row (None: all S0 slots are real);
-    W_f (4H + A, H) = [W_gates_h~; W_h~]; W_h (A, H); v (A,).
+    W_f (4H + A, H) = [W_gates_h~; W_h~], b_f (4H + A,) = [b; 0]: the gates' bias (its last A entries
+    are a constant 0, given no gradient); W_h (A, H); v (A,).
     Returns a dict: the tapes HC (B, S, 2H) = [h | c] and K (B, S, A) over carried + new slots, the
     attention weights s (B, T, S), [h~ | c~] (B, T, 2H), the activated gates (B, T, 4H), and with
-    ``for_backward`` what the backward pass needs: the queries q (B, T, A), the local derivatives of
-    the gates ``dgate`` (B, T, 4H) and ``o (1 - tanh^2 c)`` (B, T, H).
+    ``for_backward`` what the backward pass needs: the queries q (B, T, A) and, on the Python path,
+    the local derivatives of the gates ``dgate`` (B, T, 4H) and ``o (1 - tanh^2 c)`` (B, T, H) (the
+    compiled path recomputes them per step in its backward loop, which is cheaper than storing them).
     """
     B, T, _ = proj.shape
     S0, Hd = H0.size(1), H0.size(2)
@@ -133,16 +157,32 @@ def _lstmn_layer_forward(proj, H0, C0, K0, h_tilde0, start, W_f, W_h, v, span, f
     q_all = proj.new_empty(B, T, A)
     hc_tilde = proj.new_empty(B, T, 2 * Hd)
     gates = proj.new_empty(B, T, 4 * Hd)
-    tanh_c = proj.new_empty(B, Hd)
-    if for_backward:
-        dgate = proj.new_empty(B, T, 4 * Hd)
-        o_dtanh_c = proj.new_empty(B, T, Hd)
-        one = proj.new_ones(())
-    xq, xg = proj[..., :A], proj[..., A:]
     W_fT, W_hT = W_f.t(), W_h.t()
     first = 0 if start is None else int(start.min())
-    slot_ids = None if start is None else torch.arange(S, device=proj.device)
     q_rec = h_tilde0 @ W_fT[:, 4 * Hd :]  # W_h~ h~_0 (B, A)
+    ops = _compiled_kernels(proj)
+    out = dict(HC=HC, K=K, s=s_all, hc_tilde=hc_tilde, gates=gates, q=q_all, compiled=ops is not None)
+    if ops is not None:
+        ops.forward(proj, HC, K, s_all, q_all, hc_tilde, gates, q_rec.contiguous(), W_fT, b_f,
+                    W_hT.contiguous(), v, start, first, S0, span)
+        return out
+    dgate = proj.new_empty(B, T, 4 * Hd) if for_backward else None
+    o_dtanh_c = proj.new_empty(B, T, Hd) if for_backward else None
+    _forward_loop(proj, HC, K, s_all, q_all, hc_tilde, gates, dgate, o_dtanh_c, q_rec, W_fT, b_f, W_hT, v,
+                  start, first, S0, span, for_backward)
+    out.update(dgate=dgate, o_dtanh_c=o_dtanh_c)
+    return out
+
+
+def _forward_loop(proj, HC, K, s_all, q_all, hc_tilde, gates, dgate, o_dtanh_c, q_rec, W_fT, b_f, W_hT, v,
+                  start, first, S0, span, for_backward):
+    """The Python path of the forward time loop: fills the buffers of ``_lstmn_layer_forward``."""
+    B, T, _ = proj.shape
+    Hd, A, S = HC.size(2) // 2, v.numel(), HC.size(1)
+    xq, xg = proj[..., :A], proj[..., A:]
+    tanh_c = proj.new_empty(B, Hd)
+    one = proj.new_ones(())
+    slot_ids = None if start is None else torch.arange(S, device=proj.device)
     for t in range(T):
         q = torch.add(xq[:, t], q_rec, out=q_all[:, t])  # W_x x_t + W_h~ h~_{t-1}  (B, A)
         lo, hi = _window(t, S0, span, first)
@@ -158,7 +198,7 @@ def _lstmn_layer_forward(proj, H0, C0, K0, h_tilde0, start, W_f, W_h, v, span, f
         else:  # empty tape: h~_t = c~_t = 0
             hc_tilde[:, t] = 0
         h_tilde, c_tilde = hc_tilde[:, t, :Hd], hc_tilde[:, t, Hd:]
-        z = h_tilde @ W_fT  # (B, 4H + A): gates' recurrent part, and W_h~ h~_t for step t + 1
+        z = torch.addmm(b_f, h_tilde, W_fT)  # (B, 4H + A): gates' recurrent part + b, and W_h~ h~_t for t + 1
         g = torch.add(xg[:, t], z[:, : 4 * Hd], out=gates[:, t])  # (7) pre-activations
         g[:, : 3 * Hd].sigmoid_()  # i, f, o
         g[:, 3 * Hd :].tanh_()  # c^
@@ -175,25 +215,23 @@ def _lstmn_layer_forward(proj, H0, C0, K0, h_tilde0, start, W_f, W_h, v, span, f
             d[:, 2 * Hd : 3 * Hd].mul_(tanh_c)  # d h_t / d o-gate pre-activation
             torch.addcmul(one, c_hat, c_hat, value=-1, out=d[:, 3 * Hd :]).mul_(i_t)  # ... c^
             torch.addcmul(one, tanh_c, tanh_c, value=-1, out=o_dtanh_c[:, t]).mul_(o_t)  # d h_t / d c_t
-    out = dict(HC=HC, K=K, s=s_all, hc_tilde=hc_tilde, gates=gates)
-    if for_backward:
-        out.update(q=q_all, dgate=dgate, o_dtanh_c=o_dtanh_c)
-    return out
 
 
 class _LSTMNLayerFunction(torch.autograd.Function):
     """One LSTMN layer over a segment, with a hand-written backward pass (see the module docstring)."""
 
     @staticmethod
-    def forward(ctx, proj, H0, C0, K0, h_tilde0, W_f, W_h, v, start, span, for_backward):
-        f = _lstmn_layer_forward(proj, H0, C0, K0, h_tilde0, start, W_f, W_h, v, span, for_backward)
+    def forward(ctx, proj, H0, C0, K0, h_tilde0, W_f, b_f, W_h, v, start, span, for_backward):
+        f = _lstmn_layer_forward(proj.contiguous(), H0, C0, K0, h_tilde0, start, W_f, b_f, W_h, v, span,
+                                 for_backward)
         S0, Hd = H0.size(1), H0.size(2)
         HC, s_all = f["HC"], f["s"]
         if for_backward:
-            ctx.save_for_backward(HC, f["K"], f["q"], s_all, f["hc_tilde"], f["gates"], f["dgate"], f["o_dtanh_c"],
-                                  h_tilde0, W_f, W_h, v, start)
-        ctx.span, ctx.S0 = span, S0
+            ctx.save_for_backward(HC, f["K"], f["q"], s_all, f["hc_tilde"], f["gates"], f.get("dgate"),
+                                  f.get("o_dtanh_c"), h_tilde0, W_f, W_h, v, start)
+        ctx.span, ctx.S0, ctx.compiled = span, S0, f["compiled"]
         ctx.mark_non_differentiable(s_all)
+        ctx.set_materialize_grads(False)  # outputs nobody used send None, not zeros
         # the whole tapes (B, S0 + T, H) and h~ (B, T, H); the reader slices memory and state from them
         return HC[:, :, :Hd], HC[:, :, Hd:], f["hc_tilde"][:, :, :Hd], s_all
 
@@ -207,8 +245,6 @@ class _LSTMNLayerFunction(torch.autograd.Function):
         first = 0 if start is None else int(start.min())
         grad_h = None if grad_H is None else grad_H[:, S0:]
         grad_c = None if grad_C is None else grad_C[:, S0:]
-        f_g = gates[:, :, Hd : 2 * Hd]
-        W_g, W_q = W_f[: 4 * Hd], W_f[4 * Hd :]  # gates' recurrent weight, W_h~
         W_hv = v.unsqueeze(1) * W_h  # (A, H): dK below is kept without the factor v of (4)
         s_T = s_all.transpose(1, 2).contiguous()  # (B, S, T): who read slot j, and how much
 
@@ -216,50 +252,18 @@ class _LSTMNLayerFunction(torch.autograd.Function):
         D = HC.new_empty(B, T, 2 * Hd)  # d [h~_t | c~_t]
         dK = HC.new_zeros(B, HC.size(1), A)
         dv = v.new_zeros(1, A)
-        one = HC.new_ones(())
-        for t in reversed(range(T)):
-            slot = S0 + t
-            # d h_t: from outside, through its key (4), through the summaries of later tokens (6)
-            if grad_h is not None:
-                dh = torch.addmm(grad_h[:, t], dK[:, slot], W_hv)
-            else:
-                dh = dK[:, slot] @ W_hv
-            end = T if span == 0 else min(T, t + 1 + span)  # later tokens that can see this slot
-            if end > t + 1:
-                read = torch.bmm(s_T[:, slot : slot + 1, t + 1 : end], D[:, t + 1 : end]).squeeze(1)  # (B, 2H)
-                dh += read[:, :Hd]
-                dc = read[:, Hd:] if grad_c is None else read[:, Hd:] + grad_c[:, t]
-            else:
-                dc = grad_c[:, t] if grad_c is not None else torch.zeros_like(dh)
-            dc = torch.addcmul(dc, dh, o_dtanh_c[:, t])  # (9)
-            dg = dproj[:, t, A:]  # (8), (7)
-            torch.mul(dgate[:, t], torch.cat([dc, dc, dh, dc], dim=1), out=dg)
-            d_h_tilde = D[:, t, :Hd]
-            if grad_h_tilde is not None:
-                torch.addmm(grad_h_tilde[:, t], dg, W_g, out=d_h_tilde)
-            else:
-                torch.mm(dg, W_g, out=d_h_tilde)
-            if t + 1 < T:
-                d_h_tilde.addmm_(dproj[:, t + 1, :A], W_q)  # W_h~ h~_t was token t+1's query
-            torch.mul(dc, f_g[:, t], out=D[:, t, Hd:])  # d c~_t  (8)
-            lo, hi = _window(t, S0, span, first)
-            if hi > lo:
-                s = s_all[:, t, lo:hi]  # (B, w)
-                ds = torch.bmm(D[:, t].unsqueeze(1), HC[:, lo:hi].transpose(1, 2)).squeeze(1)  # (6)  (B, w)
-                da = s * (ds - (s * ds).sum(dim=1, keepdim=True))  # (5)
-                u = torch.add(K[:, lo:hi], q_all[:, t].unsqueeze(1)).tanh_()  # (4) again  (B, w, A)
-                dv.addmm_(da.reshape(1, -1), u.reshape(-1, A))
-                g_u = torch.addcmul(one, u, u, value=-1)  # tanh' = 1 - u^2
-                dK[:, lo:hi].addcmul_(da.unsqueeze(2), g_u)
-                torch.mul(torch.bmm(da.unsqueeze(1), g_u).squeeze(1), v, out=dproj[:, t, :A])  # d q_t
-            else:
-                dproj[:, t, :A] = 0
+        if ctx.compiled:
+            kernels().backward(grad_h, grad_c, grad_h_tilde, HC, K, q_all, s_all, hc_tilde, gates, W_f, W_hv, v,
+                               start, first, S0, span, dproj, D, dK, dv)  # the path the forward pass took
+        else:
+            _backward_loop(grad_h, grad_c, grad_h_tilde, HC, K, q_all, s_all, s_T, gates, dgate, o_dtanh_c, W_f,
+                           W_hv, v, start, first, S0, span, dproj, D, dK, dv)
         h_tilde_prev = torch.cat([h_tilde0.unsqueeze(1), hc_tilde[:, :-1, :Hd]], dim=1)  # h~_{t-1}  (B, T, H)
-        dW_f = torch.cat([
-            dproj[:, :, A:].reshape(B * T, 4 * Hd).t() @ hc_tilde[:, :, :Hd].reshape(B * T, Hd),
-            dproj[:, :, :A].reshape(B * T, A).t() @ h_tilde_prev.reshape(B * T, Hd),
-        ])  # (4H + A, H)
-        dh_tilde0 = dproj[:, 0, :A] @ W_q
+        dW_f = W_f.new_empty(W_f.shape)  # (4H + A, H), both halves written in place
+        torch.mm(dproj[:, :, A:].reshape(B * T, 4 * Hd).t(), hc_tilde[:, :, :Hd].reshape(B * T, Hd),
+                 out=dW_f[: 4 * Hd])
+        torch.mm(dproj[:, :, :A].reshape(B * T, A).t(), h_tilde_prev.reshape(B * T, Hd), out=dW_f[4 * Hd :])
+        dh_tilde0 = dproj[:, 0, :A] @ W_f[4 * Hd :]  # W_h~
         dW_h = v.unsqueeze(1) * (dK[:, S0:].reshape(B * T, A).t() @ HC[:, S0:, :Hd].reshape(B * T, Hd))
         dHC0 = torch.bmm(s_T[:, :S0], D)  # the carried slots: read by this segment's tokens  (B, S0, 2H)
         dH0, dC0 = dHC0[..., :Hd], dHC0[..., Hd:]
@@ -268,8 +272,56 @@ class _LSTMNLayerFunction(torch.autograd.Function):
         if S0 and grad_C is not None:
             dC0 = dC0 + grad_C[:, :S0]
         dK0 = dK[:, :S0] * v
-        return (dproj, dH0, dC0, dK0, dh_tilde0, dW_f, dW_h, dv.squeeze(0),
+        db_f = torch.cat([dproj[:, :, A:].sum((0, 1)), dproj.new_zeros(A)])  # b_f[4H:] is a constant 0
+        return (dproj, dH0, dC0, dK0, dh_tilde0, dW_f, db_f, dW_h, dv.squeeze(0),
                 None, None, None)
+
+
+def _backward_loop(grad_h, grad_c, grad_h_tilde, HC, K, q_all, s_all, s_T, gates, dgate, o_dtanh_c, W_f, W_hv, v,
+                   start, first, S0, span, dproj, D, dK, dv):
+    """The Python path of the backward time loop: fills dproj, D, dK and dv (see the module docstring)."""
+    B, T, H4 = gates.shape
+    Hd, A = H4 // 4, v.numel()
+    f_g = gates[:, :, Hd : 2 * Hd]
+    W_g, W_q = W_f[: 4 * Hd], W_f[4 * Hd :]  # gates' recurrent weight, W_h~
+    one = HC.new_ones(())
+    for t in reversed(range(T)):
+        slot = S0 + t
+        # d h_t: from outside, through its key (4), through the summaries of later tokens (6)
+        if grad_h is not None:
+            dh = torch.addmm(grad_h[:, t], dK[:, slot], W_hv)
+        else:
+            dh = dK[:, slot] @ W_hv
+        end = T if span == 0 else min(T, t + 1 + span)  # later tokens that can see this slot
+        if end > t + 1:
+            read = torch.bmm(s_T[:, slot : slot + 1, t + 1 : end], D[:, t + 1 : end]).squeeze(1)  # (B, 2H)
+            dh += read[:, :Hd]
+            dc = read[:, Hd:] if grad_c is None else read[:, Hd:] + grad_c[:, t]
+        else:
+            dc = grad_c[:, t] if grad_c is not None else torch.zeros_like(dh)
+        dc = torch.addcmul(dc, dh, o_dtanh_c[:, t])  # (9)
+        dg = dproj[:, t, A:]  # (8), (7)
+        torch.mul(dgate[:, t], torch.cat([dc, dc, dh, dc], dim=1), out=dg)
+        d_h_tilde = D[:, t, :Hd]
+        if grad_h_tilde is not None:
+            torch.addmm(grad_h_tilde[:, t], dg, W_g, out=d_h_tilde)
+        else:
+            torch.mm(dg, W_g, out=d_h_tilde)
+        if t + 1 < T:
+            d_h_tilde.addmm_(dproj[:, t + 1, :A], W_q)  # W_h~ h~_t was token t+1's query
+        torch.mul(dc, f_g[:, t], out=D[:, t, Hd:])  # d c~_t  (8)
+        lo, hi = _window(t, S0, span, first)
+        if hi > lo:
+            s = s_all[:, t, lo:hi]  # (B, w)
+            ds = torch.bmm(D[:, t].unsqueeze(1), HC[:, lo:hi].transpose(1, 2)).squeeze(1)  # (6)  (B, w)
+            da = s * (ds - (s * ds).sum(dim=1, keepdim=True))  # (5)
+            u = torch.add(K[:, lo:hi], q_all[:, t].unsqueeze(1)).tanh_()  # (4) again  (B, w, A)
+            dv.addmm_(da.reshape(1, -1), u.reshape(-1, A))
+            g_u = torch.addcmul(one, u, u, value=-1)  # tanh' = 1 - u^2
+            dK[:, lo:hi].addcmul_(da.unsqueeze(2), g_u)
+            torch.mul(torch.bmm(da.unsqueeze(1), g_u).squeeze(1), v, out=dproj[:, t, :A])  # d q_t
+        else:
+            dproj[:, t, :A] = 0
 
 
 class LSTMNLayer(nn.Module):
@@ -293,16 +345,17 @@ class LSTMNLayer(nn.Module):
         """inp (B, T, I), lower_h (B, T, H) or None, carried H0, C0 (B, S0, H), h_tilde0 (B, H)
         -> hidden and memory tapes (B, S0 + T, H), h~ (B, T, H), attention weights (B, T, S0 + T)."""
         Hd = self.hidden
-        W_in = torch.cat([self.W_x.weight, self.W.weight[:, Hd:]], dim=0)  # (A + 4H, I)
-        b_in = torch.cat([self.W.bias.new_zeros(Hd), self.W.bias])
-        proj = torch.nn.functional.linear(inp, W_in, b_in)  # W_x x_t and the gates' input part, all steps
+        W_gh, W_gx = self.W.weight.split([Hd, self.W.in_features - Hd], dim=1)  # (7) on h~_t, on x_t
+        W_in = torch.cat([self.W_x.weight, W_gx], dim=0)  # (A + 4H, I)
+        proj = torch.nn.functional.linear(inp, W_in)  # W_x x_t and the gates' input part, all steps
         if self.W_l is not None and lower_h is not None:
             proj = proj + torch.nn.functional.pad(self.W_l(lower_h), (0, 4 * Hd))  # + W_l h_t^{k-1}
-        W_f = torch.cat([self.W.weight[:, :Hd], self.W_h_tilde.weight], dim=0)  # (4H + A, H)
+        W_f = torch.cat([W_gh, self.W_h_tilde.weight], dim=0)  # (4H + A, H)
+        b_f = torch.cat([self.W.bias, self.W.bias.new_zeros(Hd)])  # the gates' bias, added with W_f h~_t
         K0 = self.W_h(H0)  # keys of the carried slots  (B, S0, A)
         for_backward = torch.is_grad_enabled()
         return _LSTMNLayerFunction.apply(
-            proj, H0, C0, K0, h_tilde0, W_f, self.W_h.weight, self.v, start, span, for_backward
+            proj, H0, C0, K0, h_tilde0, W_f, b_f, self.W_h.weight, self.v, start, span, for_backward
         )
 
 
