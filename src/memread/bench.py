@@ -5,6 +5,10 @@ a training step (forward + backward) gives tokens/s. With ``vocab=0`` the reader
 embeddings in, a random projection of its states as the loss); with ``vocab=N`` the whole language
 model is (embedding, reader, N-way softmax, cross-entropy). Speed targets are judged from this
 output, never from timed tests.
+
+With ``match_params`` the reader's ``hidden`` is not ``hidden`` but the size whose model (the whole
+LM with ``vocab``, else the reader alone) has the parameter count nearest the LSTM's at ``hidden``
+(:func:`memread.params.match_hidden`), as Daniluk et al. (2017) compare their models.
 """
 
 from __future__ import annotations
@@ -88,9 +92,13 @@ class _Step:
 
 
 def bench(name: str, batch: int = 32, steps: int = 35, emb: int = 150, hidden: int = 300, vocab: int = 0,
-          repeats: int = 30, warmup: int = 3, reader_options: list[str] = (), seed: int = 0) -> dict:
+          repeats: int = 30, warmup: int = 3, reader_options: list[str] = (), seed: int = 0,
+          match_params: bool = False) -> dict:
     torch.manual_seed(seed)
     cfg = reader_config(name, hidden, reader_options)
+    matched = {}
+    if match_params:
+        cfg, matched = _match(cfg, name, emb, hidden, vocab)
     reader = build_reader(cfg, emb)
     reference = _LSTMReference(emb, hidden)
     step_reader = _Step(reader, batch, steps, emb, vocab, seed)
@@ -116,5 +124,24 @@ def bench(name: str, batch: int = 32, steps: int = 35, emb: int = 150, hidden: i
         "batch": batch, "steps": steps, "emb": emb, "hidden": hidden, "vocab": vocab,
         "reader_params": sum(p.numel() for p in reader.parameters()),
         "lstm_params": sum(p.numel() for p in reference.parameters()),
+        **({"model_params": sum(p.numel() for p in step_reader.params),
+            "lstm_model_params": sum(p.numel() for p in step_lstm.params)} if vocab else {}),
+        **matched,
         "repeats": repeats, "threads": torch.get_num_threads(), "torch": torch.__version__,
     }
+
+
+def _match(cfg, name: str, emb: int, hidden: int, vocab: int):
+    """``cfg`` with the hidden size whose model matches the LSTM's parameter count (``vocab``: whole LMs)."""
+    import dataclasses
+
+    from memread.params import lm_parameters, match_hidden, reader_parameters
+
+    if "hidden" not in {f.name for f in fields(cfg)}:
+        raise MemreadError(f"--match-params: reader {name!r} has no hidden size to choose")
+    lstm = nn.LSTM(emb, hidden)
+    target = sum(p.numel() for p in lstm.parameters()) + (vocab * emb + hidden * vocab + vocab if vocab else 0)
+    count = (lambda c: lm_parameters(c, vocab, emb)) if vocab else (lambda c: reader_parameters(c, emb))
+    m = match_hidden(cfg, target, count=count)
+    return dataclasses.replace(cfg, hidden=m.hidden), {"matched_hidden": m.hidden, "matched_params": m.params,
+                                                       "target_params": m.target}

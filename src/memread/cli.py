@@ -8,6 +8,13 @@
     memread attend RUN_DIR "a sentence"     PNG of which earlier words each word attended to
     memread data download ptb               fetch and lay out a public dataset
     memread data stories OUT_DIR            write the built-in stories (CBT format and LM text)
+    memread data cloze BOOKS... --out DIR   CBT-recipe cloze questions from raw books, split by book
+    memread bench iaa [--set k=v ...]       training tokens/s of the IAA reader against the AS Reader
+    memread ensemble RUN_DIR...             accuracy of the averaged answer distributions of cloze runs
+    memread picture RUN_DIR                 PNG of a cloze run's query and document attention per step
+    memread match-params READER --vocab V   the reader's hidden size whose LM matches the LSTM LM's size
+    memread cbt-lm RUN_DIR FILE...          a language model's accuracy on CBT-format cloze files
+    memread attention-span RUN_DIR...       average attention by history position (table + PNGs)
 
 Errors caused by input print one line ``memread: error: ...`` and exit with status 2.
 """
@@ -72,10 +79,16 @@ def cmd_quickstart(args: argparse.Namespace) -> int:
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
+    if args.reader == "iaa":  # a (query, document) reader: its own bench against the AS Reader
+        from memread.bench_cloze import bench_iaa_command
+
+        print(json.dumps(bench_iaa_command(args)))
+        return 0
     from memread.bench import bench
 
     print(json.dumps(bench(args.reader, batch=args.batch, steps=args.steps, emb=args.emb, hidden=args.hidden,
-                           vocab=args.vocab, repeats=args.repeats, reader_options=args.set)))
+                           vocab=args.vocab, repeats=args.repeats, reader_options=args.set,
+                           match_params=args.match_params)))
     return 0
 
 
@@ -106,6 +119,93 @@ def cmd_data(args: argparse.Namespace) -> int:
             write_cbt(examples, out / f"stories_{split}.txt")
             (out / f"stories_{split}.lm.txt").write_text("\n".join(story_text(examples)) + "\n", encoding="utf-8")
         print(f"wrote {', '.join(f'{k}: {len(v)}' for k, v in splits.items())} stories to {out}")
+    elif args.data_command == "cloze":
+        from memread.data.cloze_builder import spacy_tagger, write_cloze
+
+        names = lambda text: [b for b in (text or "").split(",") if b]  # noqa: E731
+        tagger = spacy_tagger() if args.tagger == "spacy" else None
+        manifest = write_cloze([Path(b) for b in args.books], Path(args.out), names(args.classes), names(args.valid_books),
+                               names(args.test_books), seed=args.seed, stride=args.stride, tagger=tagger)
+        print(json.dumps({"out": args.out, "questions": manifest["questions"]}))
+    return 0
+
+
+def cmd_match_params(args: argparse.Namespace) -> int:
+    import dataclasses
+
+    from memread.bench import reader_config
+    from memread.params import lm_parameters, match_lm_hidden
+
+    cfg = reader_config(args.reader, args.hidden, args.set)
+    if "hidden" not in {f.name for f in dataclasses.fields(cfg)}:
+        raise MemreadError(f"match-params: reader {args.reader!r} has no hidden size to choose")
+    base = reader_config(args.baseline, args.hidden, [])
+    m = match_lm_hidden(cfg, args.vocab, args.emb, base, args.tie_weights)
+    print(json.dumps({"reader": args.reader, "hidden": m.hidden, "params": m.params, "baseline": args.baseline,
+                      "baseline_hidden": args.hidden, "baseline_params": m.target, "difference": m.difference,
+                      "vocab": args.vocab, "emb": args.emb,
+                      "params_without_embedding": m.params - args.vocab * args.emb,
+                      "baseline_without_embedding": lm_parameters(base, args.vocab, args.emb, args.tie_weights) - args.vocab * args.emb}))
+    return 0
+
+
+def _trained_lm(args: argparse.Namespace, run_dir: str):
+    from memread.data.root import data_root
+    from memread.experiment import load_trained
+
+    cfg, task, model = load_trained(Path(run_dir), data_root(args.data_root), args.checkpoint)
+    if cfg.task.name != "lm":
+        raise MemreadError(f"{run_dir}: a {cfg.task.name!r} run; {args.command} needs a language model (task.name = \"lm\")")
+    return cfg, task, model
+
+
+def cmd_cbt_lm(args: argparse.Namespace) -> int:
+    from memread.cbt_lm import evaluate_cbt_file
+
+    _, task, model = _trained_lm(args, args.run_dir)
+    for path in args.files:
+        r = evaluate_cbt_file(model, task.vocab, Path(path), args.context_lines or None, args.questions_per_batch)
+        print(json.dumps({"run_dir": args.run_dir, "checkpoint": args.checkpoint, **r}), flush=True)
+    return 0
+
+
+def cmd_attention_span(args: argparse.Namespace) -> int:
+    from memread.attention_span import (attention_by_position, document_attention, document_png, position_png,
+                                        position_table)
+
+    out = Path(args.out)
+    rows = {}
+    for run_dir in args.run_dirs:
+        cfg, task, model = _trained_lm(args, run_dir)
+        name = Path(run_dir).name
+        rows[name] = attention_by_position(model, task, args.split, args.batch_size, args.max_batches)
+        words, weights = document_attention(model, task, args.split, args.document, args.tokens)
+        where = f"document {args.document}" if cfg.task.documents else "stream start"
+        document_png(words, weights, out / f"attention_document_{name}.png",
+                     title=f"{name}\n{args.split}, {where}, {len(words)} tokens")
+    print(position_table(rows))
+    position_png(rows, out / "attention_by_position.png")
+    (out / "attention_by_position.json").write_text(json.dumps({"split": args.split, "runs": rows}, indent=2) + "\n", encoding="utf-8")
+    print(f"wrote {out / 'attention_by_position.png'}, {out / 'attention_by_position.json'} and attention_document_*.png",
+          file=sys.stderr)
+    return 0
+
+
+def cmd_ensemble(args: argparse.Namespace) -> int:
+    from memread.data.root import data_root
+    from memread.ensemble import ensemble
+
+    print(json.dumps(ensemble([Path(r) for r in args.run_dirs], data_root(args.data_root), args.split, args.checkpoint,
+                              args.batch_size)))
+    return 0
+
+
+def cmd_picture(args: argparse.Namespace) -> int:
+    from memread.data.root import data_root
+    from memread.picture import picture
+
+    out = Path(args.out) if args.out else Path(args.run_dir) / f"attention_{args.split}_{args.index}.png"
+    print(json.dumps(picture(Path(args.run_dir), data_root(args.data_root), out, args.split, args.index, args.checkpoint)))
     return 0
 
 
@@ -147,6 +247,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--vocab", type=int, default=0, help="0: reader alone; N: whole LM with an N-word softmax")
     p.add_argument("--repeats", type=int, default=30)
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="reader config value")
+    p.add_argument("--match-params", action="store_true",
+                   help="choose the reader's hidden size so its model (the LM with --vocab) has the LSTM's parameter count")
     p.set_defaults(func=cmd_bench)
 
     p = sub.add_parser("attend", help="picture of a trained reader's intra-attention over a sentence")
@@ -167,7 +269,64 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("out_dir")
     d.add_argument("-n", type=int, default=4000, help="training stories (valid and test get a tenth each)")
     d.add_argument("--seed", type=int, default=0)
+    d = dsub.add_parser("cloze", help="cloze questions from raw books by the CBT recipe, split by book")
+    d.add_argument("books", nargs="+", help="raw text books (.txt or .txt.gz), or CBT raw-book files")
+    d.add_argument("--out", required=True, help="folder for cloze_{CLASS}_{split}.txt and manifest.json")
+    d.add_argument("--valid-books", required=True, help="comma-separated book names (file names without .txt/.gz)")
+    d.add_argument("--test-books", required=True, help="comma-separated book names; no test book is used for training")
+    d.add_argument("--classes", default="NE,P", help="word classes: NE and P without a tagger; CN and V need --tagger")
+    d.add_argument("--stride", type=int, default=1, help="sentences between consecutive 21-sentence windows")
+    d.add_argument("--seed", type=int, default=0)
+    d.add_argument("--tagger", choices=["none", "spacy"], default="none", help="spacy: Penn tags from spaCy (optional)")
     p.set_defaults(func=cmd_data)
+
+    p = sub.add_parser("match-params", help="the reader's hidden size whose LM has the parameter count of the baseline LM")
+    p.add_argument("reader")
+    p.add_argument("--vocab", type=int, required=True, help="vocabulary size (PTB in memread: 10001)")
+    p.add_argument("--emb", type=int, default=300, help="word embedding size w")
+    p.add_argument("--hidden", type=int, default=300, help="the baseline's hidden size")
+    p.add_argument("--baseline", default="doc_lstm", help="baseline reader (default doc_lstm)")
+    p.add_argument("--tie-weights", action="store_true")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="reader config value, e.g. window=5")
+    p.set_defaults(func=cmd_match_params)
+
+    p = sub.add_parser("cbt-lm", help="answer CBT-format cloze questions with a trained language model")
+    p.add_argument("run_dir")
+    p.add_argument("files", nargs="+", help="CBT-format files (cbtest_NE_test_2500ex.txt, memread cloze sets, ...)")
+    p.add_argument("--checkpoint", default="best", choices=["best", "last"])
+    p.add_argument("--context-lines", type=int, default=20, help="required context lines per question (0: any)")
+    p.add_argument("--questions-per-batch", type=int, default=8)
+    _add_data_root(p)
+    p.set_defaults(func=cmd_cbt_lm)
+
+    p = sub.add_parser("attention-span", help="average attention by position in the history, and one document's weights")
+    p.add_argument("run_dirs", nargs="+", help="runs of attention / kv / kvp readers")
+    p.add_argument("--split", default="test", choices=["train", "valid", "test"])
+    p.add_argument("--checkpoint", default="best", choices=["best", "last"])
+    p.add_argument("--out", default="runs/attention-span", help="folder for the PNGs and attention_by_position.json")
+    p.add_argument("--batch-size", type=int, default=1, help="columns the split is read in (1: as evaluation)")
+    p.add_argument("--max-batches", type=int, default=0, help="stop after this many batches (0: the whole split)")
+    p.add_argument("--document", type=int, default=0, help="which document (or, without documents, the stream's start)")
+    p.add_argument("--tokens", type=int, default=40, help="tokens of that document to draw")
+    _add_data_root(p)
+    p.set_defaults(func=cmd_attention_span)
+
+    p = sub.add_parser("ensemble", help="accuracy of the averaged answer distributions of cloze runs")
+    p.add_argument("run_dirs", nargs="+")
+    p.add_argument("--split", default="test", choices=["train", "valid", "test"])
+    p.add_argument("--checkpoint", default="best", choices=["best", "last"])
+    p.add_argument("--batch-size", type=int, default=0)
+    _add_data_root(p)
+    p.set_defaults(func=cmd_ensemble)
+
+    p = sub.add_parser("picture", help="query and document attention of a cloze run at each inference step, as a PNG")
+    p.add_argument("run_dir")
+    p.add_argument("--split", default="test", choices=["valid", "test"])
+    p.add_argument("--index", type=int, default=0, help="which question of the split")
+    p.add_argument("--checkpoint", default="best", choices=["best", "last"])
+    p.add_argument("--out", help="PNG to write (default: RUN_DIR/attention_SPLIT_INDEX.png)")
+    _add_data_root(p)
+    p.set_defaults(func=cmd_picture)
     return parser
 
 

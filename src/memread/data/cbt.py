@@ -8,7 +8,9 @@ One question is a block of numbered lines followed by a blank line::
     21 query with XXXXX in it .<TAB>answer<TAB><TAB>cand1|cand2|...|cand10
 
 CBT has exactly 20 context lines; the reader accepts any number >= 1 so that memread's own
-generated stories can use the same format.
+generated stories can use the same format. The official ``cbtest_*_train.txt`` files also hold a
+``_BOOK_TITLE_ : name`` line between books; the reader skips it (outside a question) and records the
+book in :attr:`ClozeExample.source`.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from memread.data.text import read_lines
 from memread.errors import MemreadError
 
 BLANK = "XXXXX"
+BOOK_TITLE = "_BOOK_TITLE_"
 
 
 @dataclass
@@ -28,6 +31,8 @@ class ClozeExample:
     query: list[str]  # tokens, one of them XXXXX
     answer: str
     candidates: list[str]
+    source: str = ""  # the book (or story, task) the question comes from, when known
+    group: str = ""  # a label to report accuracy by (the bAbI task), when there is one
 
     @property
     def document(self) -> list[str]:
@@ -45,7 +50,11 @@ def read_cbt(path: Path, context_lines: int | None = None) -> list[ClozeExample]
     """Parse a CBT-format file. ``context_lines`` (20 for CBT) enforces the context length if given."""
     examples: list[ClozeExample] = []
     context: list[list[str]] = []
+    book = ""
     for lineno, line in read_lines(path):
+        if line.startswith(BOOK_TITLE) and not context:
+            book = line.partition(":")[2].strip()
+            continue
         if not line.strip():
             if context:
                 raise MemreadError(f"{path}:{lineno}: blank line inside a question (no query line after line {len(context)})")
@@ -68,7 +77,7 @@ def read_cbt(path: Path, context_lines: int | None = None) -> list[ClozeExample]
             raise MemreadError(f"{path}:{lineno}: query without context lines")
         if context_lines is not None and len(context) != context_lines:
             raise MemreadError(f"{path}:{lineno}: {len(context)} context lines, expected {context_lines}")
-        examples.append(ClozeExample(context, query_tokens, answer, candidates))
+        examples.append(ClozeExample(context, query_tokens, answer, candidates, source=book))
         context = []
     if context:
         raise MemreadError(f"{path}: ends inside a question (after {len(context)} context lines, no query line)")
@@ -78,8 +87,13 @@ def read_cbt(path: Path, context_lines: int | None = None) -> list[ClozeExample]
 
 
 def write_cbt(examples: list[ClozeExample], path: Path) -> None:
+    """Write CBT format; a ``_BOOK_TITLE_`` line precedes each run of questions from a new source."""
     with open(path, "w", encoding="utf-8") as f:
+        book = ""
         for ex in examples:
+            if ex.source and ex.source != book:
+                f.write(f"{BOOK_TITLE} : {ex.source}\n")
+                book = ex.source
             for i, sentence in enumerate(ex.context, 1):
                 f.write(f"{i} {' '.join(sentence)}\n")
             f.write(f"{len(ex.context) + 1} {' '.join(ex.query)}\t{ex.answer}\t\t{'|'.join(ex.candidates)}\n\n")

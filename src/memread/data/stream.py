@@ -5,6 +5,11 @@ The token stream is cut into ``batch_size`` contiguous columns; batch ``i`` is t
 start batch ``i + 1`` from (the loop detaches it between batches). Columns overlap by one token, so
 every token after the first is a target exactly once and perplexity covers the whole stream; the
 ragged end of the last column is masked out.
+
+:class:`DocumentStreamBatches` does the same for a corpus of documents (articles, stories) whose
+readers reset at document starts: each column holds whole documents back to back, every token of a
+document after its first is a target exactly once (nothing is predicted across a boundary), and
+``reset`` (B, T) marks the first token of each document, wherever it falls in a segment.
 """
 
 from __future__ import annotations
@@ -46,3 +51,51 @@ class StreamBatches(Sequence):
             raise IndexError(i)
         s = slice(i * self.bptt, (i + 1) * self.bptt)
         return {"input": self.input[:, s], "target": self.target[:, s], "mask": self.mask[:, s]}
+
+
+class DocumentStreamBatches(Sequence):
+    """Indexable BPTT batches ``{"input", "target", "mask", "reset"}``, each (B, <=bptt), over documents.
+
+    Documents keep their order and are dealt to columns in contiguous runs of about equal length
+    (column j starts with the document holding the ``j / B``-th fraction of all targets), so batch size
+    1 reads the corpus in order, as evaluation does. A document contributes ``len - 1`` positions:
+    its tokens but the last as inputs, its tokens but the first as targets.
+    """
+
+    def __init__(self, documents: Sequence[Tensor], batch_size: int, bptt: int, pad_id: int = 0):
+        docs = [d for d in documents if d.dim() == 1 and d.numel() >= 2]
+        if not docs:
+            raise ValueError("a document stream needs a document of at least two tokens")
+        n_targets = sum(d.numel() - 1 for d in docs)
+        batch_size = min(batch_size, len(docs))
+        columns: list[list[Tensor]] = [[] for _ in range(batch_size)]
+        before = 0
+        for d in docs:
+            columns[min(batch_size - 1, before * batch_size // n_targets)].append(d)
+            before += d.numel() - 1
+        length = max(sum(d.numel() - 1 for d in col) for col in columns)
+        self.input = torch.full((batch_size, length), pad_id, dtype=torch.long)
+        self.target = torch.full((batch_size, length), pad_id, dtype=torch.long)
+        self.mask = torch.zeros((batch_size, length), dtype=torch.bool)
+        self.reset = torch.zeros((batch_size, length), dtype=torch.bool)
+        for j, col in enumerate(columns):
+            at = 0
+            for d in col:
+                n = d.numel() - 1
+                self.input[j, at : at + n] = d[:-1]
+                self.target[j, at : at + n] = d[1:]
+                self.mask[j, at : at + n] = True
+                self.reset[j, at] = True
+                at += n
+        self.bptt = bptt
+        self.n_targets = n_targets
+        self.n_documents = len(docs)
+
+    def __len__(self) -> int:
+        return math.ceil(self.input.size(1) / self.bptt)
+
+    def __getitem__(self, i: int) -> dict[str, Tensor]:
+        if not 0 <= i < len(self):
+            raise IndexError(i)
+        s = slice(i * self.bptt, (i + 1) * self.bptt)
+        return {"input": self.input[:, s], "target": self.target[:, s], "mask": self.mask[:, s], "reset": self.reset[:, s]}

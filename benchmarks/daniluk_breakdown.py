@@ -1,0 +1,88 @@
+"""Where the time of the key-value-predict LM goes, against the LSTM LM it matches in size (issue 7).
+
+One process, interleaved, median of repeats, the whole LM step as `memread bench --vocab` times it
+(embedding, reader, softmax, cross-entropy, backward), B=64, T=20, w=300, V=10k, L=5:
+
+- ``lstm300``: torch's nn.LSTM LM, hidden 300 (6.73M parameters) - the reference;
+- ``kvp_parallel``: memread's kvp reader at the matched size (k = 537), window attention for all
+  positions at once;
+- ``kvp_stepwise``: the same weights, the attention computed step by step over t (LSTM still fused),
+  as public implementations do;
+- ``lstm537_alone``: only the kvp's LSTM (k = 537) with the softmax reading 179 of its outputs: no
+  attention at all, the ceiling any kvp implementation on torch's fused LSTM can reach.
+
+    OMP_NUM_THREADS=1 python benchmarks/daniluk_breakdown.py
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import time
+
+import torch
+from torch import nn
+
+from memread.bench import _LSTMReference, _Step
+from memread.modules.document_lstm import DocumentLSTM
+from memread.readers import build_reader
+from memread.readers.key_value_predict import KeyValuePredictConfig
+
+B, T, E, V, K, L = 64, 20, 300, 10_000, 537, 5
+
+
+class StepwiseKVP(nn.Module):
+    """The kvp reader's weights, attention over the window one time step at a time."""
+
+    def __init__(self, fast):
+        super().__init__()
+        self.fast, self.output_size = fast, fast.output_size
+
+    def forward(self, x, mask=None, state=None, return_attention=False):
+        f, A = self.fast, self.fast.attention
+        h, _ = f.lstm(x)
+        k, v, p = h.split(f.d, dim=-1)
+        keys, values, out = [], [], []
+        for t in range(x.size(1)):
+            if keys:
+                Y, Vy = torch.stack(keys[-L:], 1), torch.stack(values[-L:], 1)  # (B, m, d)
+                M = torch.tanh(A.W_Y(Y) + A.W_h(k[:, t]).unsqueeze(1))
+                a = torch.softmax(A.w(M).squeeze(-1), dim=-1)
+                r = (a.unsqueeze(-1) * Vy).sum(1)
+            else:
+                r = torch.zeros_like(v[:, t])
+            out.append(torch.tanh(f.W_r(r) + f.W_x(p[:, t])))
+            keys.append(k[:, t])
+            values.append(v[:, t])
+        return torch.stack(out, 1)
+
+
+class LSTMAlone(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lstm, self.output_size = DocumentLSTM(E, K), K // 3
+
+    def forward(self, x, mask=None, state=None, return_attention=False):
+        return self.lstm(x)[0][..., : self.output_size]
+
+
+def main(repeats: int = 30) -> dict:
+    torch.manual_seed(0)
+    fast = build_reader(KeyValuePredictConfig(hidden=K, window=L), E)
+    models = {"lstm300": _LSTMReference(E, 300), "kvp_parallel": fast, "kvp_stepwise": StepwiseKVP(fast),
+              "lstm537_alone": LSTMAlone()}
+    steps = {name: _Step(m, B, T, E, V, 0) for name, m in models.items()}
+    for s in steps.values():
+        s(), s()
+    times = {name: [] for name in steps}
+    for r in range(repeats):
+        for name in list(steps) if r % 2 == 0 else list(steps)[::-1]:
+            t0 = time.perf_counter()
+            steps[name]()
+            times[name].append(time.perf_counter() - t0)
+    med = {name: statistics.median(v) for name, v in times.items()}
+    return {name: {"tokens_per_s": round(B * T / v, 1), "ratio": round(med["lstm300"] / v, 4)} for name, v in med.items()}
+
+
+if __name__ == "__main__":
+    print(json.dumps({**main(), "threads": torch.get_num_threads(), "torch": torch.__version__}))

@@ -1,0 +1,130 @@
+"""``memread bench iaa``: training throughput of the IAA reader against the AS Reader, in one process.
+
+Both models are cloze models of the same framework at the same sizes (the paper's: d = 384, h = 128,
+s = 512, T = 8, batch 32), with bidirectional GRU encoders of query and document. They train on
+the same synthetic questions: documents of about ``doc_len`` tokens (normal, sd 25%, clipped to
+[doc_len/3, 2 doc_len]; CBT averages ~450), queries of ``query_len``, 10 candidates, bucketed by
+document length as training does (pools of ``n_batches`` batches). Each batch is one training
+step of each model, interleaved A B / B A; a repeat is one pass over the batches, and the median
+repeat gives tokens/s (real document and query tokens, padding excluded). ``step`` is what the
+training loop does (forward, backward, clipping, Adam); ``model`` is forward + backward alone.
+"""
+
+from __future__ import annotations
+
+import random
+import statistics
+import time
+
+import torch
+
+from memread.config import _coerce, parse_override
+from memread.data.cbt import BLANK, ClozeExample
+from memread.errors import MemreadError
+from memread.readers.rnn import RNNReaderConfig
+from memread.tasks.cloze import ClozeTask, ClozeTaskConfig
+
+
+def synthetic_questions(n: int, doc_len: int, query_len: int, vocab: int, seed: int) -> list[ClozeExample]:
+    rng = random.Random(seed)
+    words = [f"w{i}" for i in range(vocab)]
+    out = []
+    for _ in range(n):
+        length = int(min(2 * doc_len, max(doc_len // 3, rng.gauss(doc_len, 0.25 * doc_len))))
+        doc = [rng.choice(words) for _ in range(length)]
+        cands = sorted(set(rng.sample(doc, 10)))
+        query = [rng.choice(words) for _ in range(query_len - 1)] + [BLANK]
+        out.append(ClozeExample(context=[doc], query=query, answer=rng.choice(cands), candidates=cands))
+    return out
+
+
+def bench_cloze(batch: int = 32, emb: int = 384, hidden: int = 128, inference: int = 512, steps: int = 8,
+                doc_len: int = 450, query_len: int = 30, vocab: int = 50_000, n_batches: int = 8,
+                repeats: int = 3, warmup: int = 1, dropout: float = 0.2, emb_l2: float = 1e-4,
+                fixed_query: bool = False, seed: int = 0) -> dict:
+    torch.manual_seed(seed)
+    examples = synthetic_questions(n_batches * batch, doc_len, query_len, vocab, seed)
+    reader = RNNReaderConfig(name="gru", hidden=hidden, bidirectional=True)
+    common = dict(emb=emb, dropout=dropout, emb_l2=emb_l2, init="paper", bucket=n_batches)
+    tasks, models, optims = {}, {}, {}
+    for key, head_options in (("iaa", dict(head="iaa", steps=steps, inference=inference, fixed_query=fixed_query)),
+                              ("as_reader", dict(head="as_reader"))):
+        cfg = ClozeTaskConfig(**common, **head_options)
+        tasks[key] = ClozeTask(cfg, ".", examples={"train": examples})
+        models[key] = tasks[key].build_model(reader).train()
+        optims[key] = torch.optim.Adam(models[key].parameters(), lr=1e-3)
+    task = tasks["iaa"]
+    batches = task.batches("train", batch, epoch=0, seed=seed)
+    unbucketed = ClozeTask(ClozeTaskConfig(emb=emb), ".", examples={"train": examples}).batches("train", batch, 0, seed)
+    tokens = sum(task.tokens_in(batches[i]) for i in range(len(batches)))
+
+    def step(key: str, b: dict, optimize: bool) -> float:
+        model, opt = models[key], optims[key]
+        t0 = time.perf_counter()
+        opt.zero_grad(set_to_none=True)
+        model(b).loss.backward()
+        if optimize:
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 5.0)
+            opt.step()
+        return time.perf_counter() - t0
+
+    result = {}
+    for mode, optimize in (("step", True), ("model", False)):
+        totals = {"iaa": [], "as_reader": []}
+        for r in range(warmup + repeats):
+            t = {"iaa": 0.0, "as_reader": 0.0}
+            for i in range(len(batches)):
+                b = batches[i]
+                order = ("iaa", "as_reader") if (r + i) % 2 == 0 else ("as_reader", "iaa")
+                for key in order:
+                    t[key] += step(key, b, optimize)
+            if r >= warmup:
+                for key in t:
+                    totals[key].append(t[key])
+        iaa_tps = tokens / statistics.median(totals["iaa"])
+        as_tps = tokens / statistics.median(totals["as_reader"])
+        result[mode] = {"iaa_tokens_per_s": round(iaa_tps, 1), "as_reader_tokens_per_s": round(as_tps, 1),
+                        "ratio": round(iaa_tps / as_tps, 4)}
+    return {
+        "bench": "iaa vs as_reader (training throughput, same process, interleaved)",
+        "ratio": result["step"]["ratio"], **result,
+        "padding_fraction": round(batches.padding_fraction(), 4),
+        "padding_fraction_unbucketed": round(unbucketed.padding_fraction(), 4),
+        "batch": batch, "emb": emb, "hidden": hidden, "inference": inference, "steps": steps,
+        "fixed_query": fixed_query, "doc_len": doc_len, "mean_doc_len": round(statistics.mean(len(e.document) for e in examples), 1),
+        "query_len": query_len, "vocab": vocab, "n_batches": n_batches, "repeats": repeats,
+        "iaa_params": sum(p.numel() for p in models["iaa"].parameters()),
+        "as_reader_params": sum(p.numel() for p in models["as_reader"].parameters()),
+        "threads": torch.get_num_threads(), "torch": torch.__version__,
+    }
+
+
+_PARAMS = {"batch": int, "emb": int, "hidden": int, "inference": int, "steps": int, "doc_len": int,
+           "query_len": int, "vocab": int, "n_batches": int, "repeats": int, "warmup": int,
+           "dropout": float, "emb_l2": float, "fixed_query": bool, "seed": int}
+
+
+def bench_options(options: list[str], batch: int) -> dict:
+    """``--set key=value`` options of ``memread bench iaa`` (sizes default to the paper's)."""
+    values: dict = {"batch": batch}
+    for text in options:
+        if "=" not in text:
+            raise MemreadError(f"--set {text!r}: expected key=value")
+        (_, key), value = parse_override(f"bench.{text}")
+        if key not in _PARAMS:
+            raise MemreadError(f"--set {text!r}: unknown key '{key}' for bench iaa (known keys: {', '.join(sorted(_PARAMS))})")
+        values[key] = _coerce(value, _PARAMS[key], key, "--set")
+    return values
+
+
+def bench_iaa_command(args) -> dict:
+    """``memread bench iaa [--batch B] [--set key=value ...]``: the token-reader size flags do not apply."""
+    from memread.cli import build_parser
+
+    defaults = build_parser().parse_args(["bench", "iaa"])
+    changed = ["--" + k.replace("_", "-") for k in ("steps", "emb", "hidden", "vocab", "repeats", "match_params")
+               if hasattr(args, k) and getattr(args, k) != getattr(defaults, k)]
+    if changed:
+        raise MemreadError(f"bench iaa takes its sizes from --set (emb=384 hidden=128 inference=512 steps=8 "
+                           f"doc_len=450 repeats=3 ...), not {', '.join(changed)}")
+    return bench_cloze(**bench_options(args.set, args.batch))

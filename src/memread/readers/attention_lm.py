@@ -1,0 +1,80 @@
+"""Attention over the previous L outputs: the neural LM with attention of Daniluk et al. (2017), 2.1.
+
+An LSTM reads the tokens; at every step its output h_t attends over its own previous L outputs::
+
+    h_t  = LSTM(x_t, h_{t-1})                            one fused nn.LSTM call per segment
+    M_t  = tanh(W^Y Y_t + (W^h h_t) 1^T)                  (1)  Y_t = [h_{t-L} .. h_{t-1}]
+    a_t  = softmax(w^T M_t)                               (2)
+    r_t  = Y_t a_t^T                                      (3)
+    h*_t = tanh(W^r r_t + W^x h_t)                        (4)
+    y_t  = softmax(W* h*_t + b)                           (5)  the LM's decoder, over ``states`` = h*
+
+r_t feeds only the prediction, never the LSTM, so (1)-(4) are computed for every position of the
+segment at once over a banded window (:mod:`memread.modules.window`). The window of the last L
+outputs is carried across segments; state and window are reset where a document starts (``reset``).
+At the start of a document fewer than L outputs exist and attention covers only those; the first
+token of a document has none, so r_t = 0.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+import torch
+from torch import Tensor, nn
+
+from memread.errors import MemreadError
+from memread.modules.document_lstm import DocumentLSTM
+from memread.modules.window import WindowAttention, attention_matrix, carry, extend, pack_state, prepare, unpack_state
+from memread.readers.base import ReaderOutput
+
+
+@dataclass
+class AttentionLMConfig:
+    name: Literal["attention"] = "attention"
+    hidden: int = 300  # k: LSTM size, also the size of h*_t (Table 2c: 296 for w = 300, 77k words)
+    window: int = 5  # L: how many previous outputs are attended over
+    init_range: float = 0.1  # every weight uniform in (-r, r) (section 4.1)
+    forget_bias: float = 1.0  # LSTM forget-gate bias (section 4.1)
+
+    @property
+    def hidden_multiple(self) -> int:
+        return 1
+
+
+class AttentionLMReader(nn.Module):
+    def __init__(self, cfg: AttentionLMConfig, input_size: int):
+        super().__init__()
+        if cfg.window < 1:
+            raise MemreadError(f"reader.window must be >= 1 for attention, got {cfg.window}")
+        k = cfg.hidden
+        self.cfg = cfg
+        self.lstm = DocumentLSTM(input_size, k, cfg.init_range, cfg.forget_bias)
+        self.attention = WindowAttention(k)  # W^Y, W^h, w
+        self.W_r = nn.Linear(k, k, bias=False)
+        self.W_x = nn.Linear(k, k, bias=False)
+        for name, p in self.named_parameters():
+            if not name.startswith("lstm."):
+                nn.init.uniform_(p, -cfg.init_range, cfg.init_range)
+        self.input_size, self.output_size = input_size, k
+
+    def forward(self, x: Tensor, mask: Tensor | None = None, state: dict | None = None,
+                return_attention: bool = False, reset: Tensor | None = None) -> ReaderOutput:
+        """x (B, T, E), mask (B, T), reset (B, T): True where a document starts -> states h* (B, T, k)."""
+        B, T, _ = x.shape
+        mask, lstm_reset, reset = prepare(x, mask, reset)
+        lstm_state, window, valid = unpack_state(state, B, self.cfg.window, self.cfg.hidden, x)
+        h, lstm_state = self.lstm(x, mask, lstm_state, lstm_reset)  # (B, T, k)
+        hist = extend(window, valid, h, mask, reset)  # the window's outputs, then this segment's: (B, L+T, k)
+        r, alpha = self.attention(hist, query=h, keys=hist.seq, values=hist.seq)  # (1)-(3): (B, T, k), (B, T, L)
+        h_star = torch.tanh(self.W_r(r) + self.W_x(h))  # (4)  (B, T, k)
+        window, valid = carry(hist, mask)
+        out = ReaderOutput(states=h_star, state=pack_state(lstm_state, window, valid))
+        if return_attention:
+            out.memory, out.memory_mask, out.attention = hist.seq, hist.valid, attention_matrix(alpha)
+        return out
+
+
+def build_attention_lm_reader(cfg: AttentionLMConfig, input_size: int) -> AttentionLMReader:
+    return AttentionLMReader(cfg, input_size)

@@ -1,0 +1,167 @@
+"""Iterative alternating attention (Sordoni, Bachman, Trischler & Bengio 2016), sections 3.2-3.3.
+
+A reader of a (query, document) pair. The encodings come from any registered reader (the paper:
+one bidirectional GRU for the query, one for the document, over shared embeddings; the cloze task
+composes them, see ``memread.tasks.cloze``). Given the query encodings ``q_tilde`` (B, Tq, 2h) and
+the document encodings ``d_tilde`` (B, Td, 2h), an inference GRU with state ``s`` runs T steps; at
+step t it
+
+1. glimpses the query:      q_{i,t} = softmax_i q~_i^T (A_q s_{t-1} + a_q),   q_t = sum_i q_{i,t} q~_i
+2. glimpses the document:   d_{i,t} = softmax_i d~_i^T (A_d [s_{t-1}, q_t] + a_d),  d_t = sum_i d_{i,t} d~_i
+3. gates both glimpses:     r_q = g_q([s_{t-1}, q_t, d_t, q_t * d_t]),  r_d = g_d(same)
+4. updates its state:       s_t = f([r_q * q_t, r_d * d_t], s_{t-1})        (f: the GRU of equation (1))
+
+and the answer distribution is the pointer-sum (equation (2)) of the last document attention
+d_{i,T} (``memread.modules.pointer_sum``). ``fixed_query`` is the ablation of Table 2, line 6:
+q_{i,t} = 1/|Q| at every step (the query glimpse is the mean of the query encodings).
+
+Choices the paper leaves open, made here: s_0 = 0 (the first query attention is the bias term
+q~_i^T a_q alone); each search gate is Linear -> ReLU -> Linear -> sigmoid with ``gate_hidden``
+units (default 2h); the update of step T is not computed, since only d_{i,T} is used; dropout
+("on the search gates and on the inputs to both attention mechanisms", section 4) is applied to
+the gates' input and to the attentions' search inputs s_{t-1} and [s_{t-1}, q_t].
+
+The scores and glimpses are the bilinear attention with bias of ``memread.modules.attention``,
+computed through :class:`~memread.modules.memory_reads.MemoryReads`, which forms the gradient of the
+encodings once for all T steps instead of once per read (the same values; faster on long documents).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor, nn
+
+from memread.modules.masking import masked_mean, masked_softmax
+from memread.modules.memory_reads import MemoryReads
+
+
+@dataclass
+class IAAConfig:
+    steps: int = 8  # T, inference steps
+    inference: int = 512  # s, size of the inference GRU state
+    gate_hidden: int = 0  # hidden units of each search gate; 0 = 2h (the gate's output size)
+    fixed_query: bool = False  # ablation: uniform query attention q_{i,t} = 1/|Q|
+    dropout: float = 0.0  # on the gates' input and on the attentions' search inputs
+
+
+@dataclass
+class IAAOutput:
+    doc_attention: Tensor  # (B, Td) d_{i,T}, the last document attention
+    query_trace: Tensor | None = None  # (B, T, Tq) q_{i,t} for t = 1..T, when asked for
+    doc_trace: Tensor | None = None  # (B, T, Td) d_{i,t} for t = 1..T, when asked for
+
+
+class GRUCellEq1(nn.Module):
+    """The GRU of equation (1), written as in the paper (reset before the recurrent product)::
+
+        r = sigmoid(I_r x + H_r h),  u = sigmoid(I_u x + H_u h),
+        h_bar = tanh(I_h x + H_h (r * h)),  h' = (1 - u) * h + u * h_bar
+    """
+
+    def __init__(self, input_size: int, hidden_size: int):
+        super().__init__()
+        self.hidden_size = hidden_size
+        self.I = nn.Linear(input_size, 3 * hidden_size)  # [I_r; I_u; I_h] x + biases
+        self.H_ru = nn.Linear(hidden_size, 2 * hidden_size, bias=False)  # [H_r; H_u]
+        self.H_h = nn.Linear(hidden_size, hidden_size, bias=False)
+
+    def forward(self, x: Tensor, h: Tensor) -> Tensor:
+        """x (B, In), h (B, H) -> h' (B, H)."""
+        Ix_r, Ix_u, Ix_h = self.I(x).chunk(3, dim=-1)  # (B, H) each
+        Hh_r, Hh_u = self.H_ru(h).chunk(2, dim=-1)
+        r = torch.sigmoid(Ix_r + Hh_r)  # (1) reset gate
+        u = torch.sigmoid(Ix_u + Hh_u)  # (1) update gate
+        h_bar = torch.tanh(Ix_h + self.H_h(r * h))  # (1) candidate state
+        return (1 - u) * h + u * h_bar  # (1)
+
+
+class SearchGate(nn.Module):
+    """g: R^{s+6h} -> R^{2h}, a 2-layer feed-forward network with a sigmoid output (section 3.2)."""
+
+    def __init__(self, input_size: int, hidden_size: int, output_size: int, dropout: float):
+        super().__init__()
+        self.drop = nn.Dropout(dropout)
+        self.hidden = nn.Linear(input_size, hidden_size)
+        self.out = nn.Linear(hidden_size, output_size)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return torch.sigmoid(self.out(torch.relu(self.hidden(self.drop(x)))))  # (B, 2h)
+
+
+class IterativeAlternatingAttention(nn.Module):
+    """Sections 3.2-3.3 over encodings of size ``enc_size`` (= 2h for bidirectional encoders)."""
+
+    def __init__(self, cfg: IAAConfig, enc_size: int):
+        super().__init__()
+        if cfg.steps < 1:
+            raise ValueError(f"IAA needs at least one inference step, got steps = {cfg.steps}")
+        self.cfg = cfg
+        s, e = cfg.inference, enc_size
+        self.drop = nn.Dropout(cfg.dropout)
+        # q~_i^T (A_q s_{t-1} + a_q): A_q in R^{2h x s} (weight), a_q in R^{2h} (bias); absent in the ablation
+        self.A_q = None if cfg.fixed_query else nn.Linear(s, e)
+        # d~_i^T (A_d [s_{t-1}, q_t] + a_d): A_d in R^{2h x (s + 2h)}, a_d in R^{2h}
+        self.A_d = nn.Linear(s + e, e)
+        gate_hidden = cfg.gate_hidden or e
+        self.query_gate = SearchGate(s + 3 * e, gate_hidden, e, cfg.dropout)  # g_q -> r_q
+        self.doc_gate = SearchGate(s + 3 * e, gate_hidden, e, cfg.dropout)  # g_d -> r_d
+        self.gru = GRUCellEq1(2 * e, s)  # s_t = f([r_q q_t, r_d d_t], s_{t-1})
+
+    def forward(self, q_tilde: Tensor, q_mask: Tensor, d_tilde: Tensor, d_mask: Tensor,
+                trace: bool = False) -> IAAOutput:
+        """q_tilde (B, Tq, 2h), q_mask (B, Tq), d_tilde (B, Td, 2h), d_mask (B, Td) -> IAAOutput."""
+        B = q_tilde.size(0)
+        s = q_tilde.new_zeros(B, self.cfg.inference)  # s_0
+        document = MemoryReads(d_tilde)
+        query = None if self.cfg.fixed_query else MemoryReads(q_tilde)
+        if self.cfg.fixed_query:  # q_{i,t} = 1 / |Q|
+            q_att_fixed = q_mask.to(q_tilde.dtype) / q_mask.sum(1, keepdim=True).clamp_min(1).to(q_tilde.dtype)  # (B, Tq)
+            q_fixed = masked_mean(q_tilde, q_mask)  # (B, 2h)
+        q_trace, d_trace = [], []
+        for t in range(1, self.cfg.steps + 1):
+            if self.cfg.fixed_query:
+                q_att, q_t = q_att_fixed, q_fixed
+            else:
+                q_att = masked_softmax(query.scores(self.A_q(self.drop(s))), q_mask)  # (B, Tq) q_{i,t}
+                q_t = query.glimpse(q_att)  # (B, 2h)
+            d_key = self.A_d(self.drop(torch.cat([s, q_t], -1)))  # (B, 2h) A_d [s_{t-1}, q_t] + a_d
+            d_att = masked_softmax(document.scores(d_key), d_mask)  # (B, Td) d_{i,t}
+            if trace:
+                q_trace.append(q_att)
+                d_trace.append(d_att)
+            if t == self.cfg.steps:
+                break  # the answer reads d_{i,T}; s_T would be unused
+            d_t = document.glimpse(d_att)  # (B, 2h)
+            search = torch.cat([s, q_t, d_t, q_t * d_t], -1)  # (B, s + 6h)
+            r_q, r_d = self.query_gate(search), self.doc_gate(search)  # (B, 2h) each
+            s = self.gru(torch.cat([r_q * q_t, r_d * d_t], -1), s)  # (B, s)
+        return IAAOutput(
+            doc_attention=d_att,
+            query_trace=torch.stack(q_trace, 1) if trace else None,
+            doc_trace=torch.stack(d_trace, 1) if trace else None,
+        )
+
+
+_RECURRENT = re.compile(r"(weight_hh|\bH_ru\.weight|\bH_h\.weight)")
+
+
+@torch.no_grad()
+def paper_init_(model: nn.Module, std: float = 0.05) -> None:
+    """Section 4: every weight ~ N(0, std), recurrent weights orthogonal (one square block per gate),
+    biases zero (Saxe et al. 2013). An embedding's padding row stays zero."""
+    for name, p in model.named_parameters():
+        leaf = name.rsplit(".", 1)[-1]
+        if leaf.startswith("bias"):
+            p.zero_()
+        elif _RECURRENT.search(name) and p.dim() == 2:
+            n = p.size(1)
+            for block in p.split(n, dim=0):
+                nn.init.orthogonal_(block)
+        else:
+            p.normal_(0.0, std)
+    for m in model.modules():
+        if isinstance(m, nn.Embedding) and m.padding_idx is not None:
+            m.weight[m.padding_idx].zero_()

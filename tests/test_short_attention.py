@@ -1,0 +1,278 @@
+"""Daniluk et al. (2017) readers: attention, key-value, key-value-predict, N-gram RNN, and their LSTM.
+
+The fast readers (one fused LSTM call, the window of every position at once) equal a naive reading of
+equations (1)-(13) step by step, in float64: across segment boundaries (segments of 1, 4 and 13 steps),
+in the first L positions of a document, with documents starting mid-segment and at segment starts,
+with one-token documents and with right padding. Parameter matching recovers Table 2's sizes.
+"""
+
+from __future__ import annotations
+
+import math
+import tomllib
+from pathlib import Path
+
+import pytest
+import torch
+
+from memread.params import lm_parameters, match_hidden, match_lm_hidden
+from memread.readers import READERS, build_reader
+from memread.readers.attention_lm import AttentionLMConfig
+from memread.readers.base import detach_state, flatten_state, state_structure, unflatten_state
+from memread.readers.doc_lstm import DocLSTMConfig
+from memread.readers.key_value import KeyValueConfig
+from memread.readers.key_value_predict import KeyValuePredictConfig
+from memread.readers.ngram_rnn import NGramRNNConfig
+
+REPO = Path(__file__).parent.parent
+E, K = 5, 12
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)
+
+
+# ----------------------------------------------------------------------------- naive references
+
+
+def naive_lstm(lstm: torch.nn.LSTM, xs: torch.Tensor, starts: set[int]) -> torch.Tensor:
+    """One row (n, E) step by step; the state is zeroed before every token in ``starts``."""
+    W_ih, W_hh, b = lstm.weight_ih_l0, lstm.weight_hh_l0, lstm.bias_ih_l0 + lstm.bias_hh_l0
+    H = lstm.hidden_size
+    h = c = xs.new_zeros(H)
+    out = []
+    for t, x in enumerate(xs):
+        if t in starts:
+            h = c = xs.new_zeros(H)
+        i, f, g, o = (W_ih @ x + W_hh @ h + b).split(H)
+        c = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(g)
+        h = torch.sigmoid(o) * torch.tanh(c)
+        out.append(h)
+    return torch.stack(out)
+
+
+def doc_history(hs: torch.Tensor, starts: set[int], t: int, L: int) -> list[int]:
+    """Steps t-L .. t-1 that belong to t's document."""
+    first = max(s for s in starts if s <= t) if any(s <= t for s in starts) else 0
+    return list(range(max(first, t - L), t))
+
+
+def naive_window_reader(reader, xs: torch.Tensor, starts: set[int]):
+    """Equations (1)-(4) / (6)-(10) / (11)-(12) literally, one step at a time -> h* (n, d), alphas."""
+    name, L = reader.cfg.name, reader.cfg.window
+    hs = naive_lstm(reader.lstm.lstm, xs, starts)  # (n, k)
+    parts = {"attention": 1, "kv": 2, "kvp": 3}[name]
+    split = [p for p in hs.split(hs.size(1) // parts, dim=1)]  # [h] / [k, v] / [k, v, p]
+    keys, values = split[0], split[1] if parts > 1 else split[0]
+    predict = split[-1]  # h (attention), v (kv), p (kvp)
+    A = reader.attention
+    W_Y, W_h, w = A.W_Y.weight, A.W_h.weight, A.w.weight[0]
+    h_star, alphas = [], []
+    for t in range(len(xs)):
+        past = doc_history(hs, starts, t, L)
+        alpha = xs.new_zeros(L)
+        if past:
+            Y = keys[past].T  # (d, m)  the window's keys as columns
+            M = torch.tanh(W_Y @ Y + (W_h @ keys[t]).unsqueeze(1))  # (1) / (7)
+            a = torch.softmax(w @ M, dim=0)  # (2) / (8)
+            r = values[past].T @ a  # (3) / (9)
+            alpha[L - len(past):] = a
+        else:
+            r = xs.new_zeros(values.size(1))
+        h_star.append(torch.tanh(reader.W_r.weight @ r + reader.W_x.weight @ predict[t]))  # (4) / (10) / (12)
+        alphas.append(alpha)
+    return torch.stack(h_star), torch.stack(alphas)
+
+
+def naive_ngram(reader, xs: torch.Tensor, starts: set[int]) -> torch.Tensor:
+    """Equation (13): h*_t = tanh(W^N [h^1_t ; h^2_{t-1} ; .. ; h^{N-1}_{t-N+2}]), zero before the document."""
+    N = reader.cfg.n
+    hs = naive_lstm(reader.lstm.lstm, xs, starts)
+    parts = hs.split(hs.size(1) // (N - 1), dim=1)
+    out = []
+    for t in range(len(xs)):
+        in_doc = set(doc_history(hs, starts, t, N)) | {t}
+        cols = [parts[i][t - i] if (t - i) in in_doc else parts[i].new_zeros(parts[i].size(1)) for i in range(N - 1)]
+        out.append(torch.tanh(reader.W_N.weight @ torch.cat(cols)))
+    return torch.stack(out)
+
+
+def naive(reader, xs, starts):
+    if reader.cfg.name == "ngram":
+        return naive_ngram(reader, xs, starts), None
+    if reader.cfg.name == "doc_lstm":
+        return naive_lstm(reader.lstm.lstm, xs, starts), None
+    return naive_window_reader(reader, xs, starts)
+
+
+# ----------------------------------------------------------------------------- the fast path
+
+
+def batch():
+    """3 rows x 13 steps. Row 0: documents start at 0 and 6 (mid-segment); row 1: at 4 (a segment
+    start) and 5 (a one-token document); row 2: one document, padding from step 9 on."""
+    g = torch.Generator().manual_seed(1)
+    x = torch.randn(3, 13, E, generator=g, dtype=torch.float64)
+    mask = torch.ones(3, 13, dtype=torch.bool)
+    mask[2, 9:] = False
+    reset = torch.zeros(3, 13, dtype=torch.bool)
+    reset[0, [0, 6]] = True
+    reset[1, [4, 5]] = True
+    reset[2, 0] = True
+    return x, mask, reset
+
+
+def read_in_segments(reader, x, mask, reset, cuts):
+    state, states, attention = None, [], []
+    for a, b in zip(cuts[:-1], cuts[1:]):
+        out = reader(x[:, a:b], mask[:, a:b], state, return_attention=True, reset=reset[:, a:b])
+        states.append(out.states)
+        if out.attention is not None:  # (B, T, L+T) over [window ; segment]: take each row's band
+            L = out.attention.size(2) - (b - a)
+            idx = torch.arange(b - a).view(1, -1, 1) + torch.arange(L).view(1, 1, -1)
+            attention.append(out.attention.gather(2, idx.expand(x.size(0), -1, -1)))
+        state = detach_state(out.state)
+    return torch.cat(states, 1), (torch.cat(attention, 1) if attention else None), state
+
+
+CONFIGS = [
+    AttentionLMConfig(hidden=K, window=1), AttentionLMConfig(hidden=K, window=3), AttentionLMConfig(hidden=K, window=7),
+    KeyValueConfig(hidden=K, window=3), KeyValueConfig(hidden=K, window=7),
+    KeyValuePredictConfig(hidden=K, window=1), KeyValuePredictConfig(hidden=K, window=5),
+    NGramRNNConfig(hidden=K, n=2), NGramRNNConfig(hidden=K, n=3), NGramRNNConfig(hidden=K, n=5),
+    DocLSTMConfig(hidden=K),
+]
+
+
+@pytest.mark.parametrize("cfg", CONFIGS, ids=lambda c: f"{c.name}-{getattr(c, 'window', getattr(c, 'n', ''))}")
+def test_fast_reader_equals_the_equations_step_by_step(cfg):
+    torch.manual_seed(0)
+    reader = build_reader(cfg, E).double()
+    x, mask, reset = batch()
+    expected = []
+    for b in range(3):
+        n = int(mask[b].sum())
+        starts = set(torch.nonzero(reset[b, :n]).flatten().tolist())
+        expected.append(naive(reader, x[b, :n], starts))
+    for cuts in ([0, 13], [0, 4, 8, 13], list(range(14))):  # whole, in segments, one token at a time
+        states, attention, _ = read_in_segments(reader, x, mask, reset, cuts)
+        assert states.shape == (3, 13, reader.output_size)
+        for b, (h_star, alpha) in enumerate(expected):
+            n = h_star.size(0)
+            assert torch.allclose(states[b, :n], h_star, atol=1e-12), (cfg, cuts, b)
+            if alpha is not None:
+                assert torch.allclose(attention[b, :n], alpha, atol=1e-12), (cfg, cuts, b)
+
+
+def test_gradients_equal_the_naive_ones_and_reach_every_parameter():
+    torch.manual_seed(0)
+    reader = build_reader(KeyValuePredictConfig(hidden=K, window=3), E).double()
+    x, mask, reset = batch()
+    proj = torch.randn(reader.output_size, dtype=torch.float64)
+    fast = (reader(x, mask, None, reset=reset).states[mask] @ proj).sum()
+    g_fast = torch.autograd.grad(fast, list(reader.parameters()))
+    slow = sum((naive(reader, x[b, : int(mask[b].sum())], set(torch.nonzero(reset[b]).flatten().tolist()))[0] @ proj).sum()
+               for b in range(3))
+    g_slow = torch.autograd.grad(slow, list(reader.parameters()))
+    for (name, _), a, b in zip(reader.named_parameters(), g_fast, g_slow):
+        assert torch.allclose(a, b, atol=1e-10), name
+        assert a.abs().sum() > 0, name
+
+
+def test_carried_state_is_nested_tensors_that_checkpoint_and_reset_forgets_it():
+    torch.manual_seed(0)
+    reader = build_reader(AttentionLMConfig(hidden=K, window=3), E).double()
+    x, mask, reset = batch()
+    out = reader(x, mask, None, reset=reset)
+    assert set(out.state) == {"h", "c", "window", "valid"} and out.state["window"].shape == (3, 3, K)
+    again = unflatten_state(state_structure(out.state), flatten_state(out.state))
+    assert all(torch.equal(again[k], out.state[k]) for k in out.state)
+    # row 2 is padded from step 9: its window holds its last three real outputs, steps 6, 7, 8
+    h = reader.lstm(x, mask, None, reset & mask)[0]
+    assert torch.equal(out.state["window"][2], h[2, 6:9]) and bool(out.state["valid"][2].all())
+    # row 1's last document started at step 5: steps 10, 11, 12 are all in it
+    assert out.state["valid"][1].tolist() == [True, True, True]
+    # a document that starts the next segment sees nothing of the previous one
+    nxt = x[:, :2]
+    fresh = reader(nxt, None, None).states
+    cont = reader(nxt, None, out.state, reset=torch.ones(3, 2, dtype=torch.bool) & torch.tensor([True, False])).states
+    assert torch.allclose(cont[:, 0], fresh[:, 0], atol=1e-12)
+
+
+def test_wrong_sizes_are_refused_with_the_key():
+    from memread.errors import MemreadError
+
+    with pytest.raises(MemreadError, match="reader.hidden must be a multiple of 3 for kvp"):
+        build_reader(KeyValuePredictConfig(hidden=100), E)
+    with pytest.raises(MemreadError, match="multiple of n - 1 = 3"):
+        build_reader(NGramRNNConfig(hidden=100, n=4), E)
+    with pytest.raises(MemreadError, match="reader.window must be >= 1"):
+        build_reader(AttentionLMConfig(window=0), E)
+
+
+# ----------------------------------------------------------------------------- parameter matching
+
+
+def test_parameter_matching_recovers_the_paper_sizes():
+    """Table 2 (w = 300, 77k words, LSTM k = 300: 23.9M parameters without, 47.0M with embeddings)."""
+    V, w = 77_000, 300
+    base = DocLSTMConfig(hidden=300)
+    total = lm_parameters(base, V, w)
+    assert round(total / 1e6, 1) == 47.0 and round((total - V * w) / 1e6, 1) == 23.9
+    assert match_lm_hidden(AttentionLMConfig(window=10), V, w, base).hidden == 296  # Table 2c
+    assert match_lm_hidden(KeyValueConfig(window=10), V, w, base).hidden == 560  # Table 2c
+    # Table 2b's N-gram sizes are those of equation (13) with one more part (N parts from N steps):
+    assert [match_lm_hidden(NGramRNNConfig(n=n + 1), V, w, base).hidden for n in (2, 3, 4, 5)] == [564, 786, 968, 1120]
+    # ... and of equation (13) as written, N-1 parts: 968 is not a multiple of 3
+    assert [match_lm_hidden(NGramRNNConfig(n=n), V, w, base).hidden for n in (2, 3, 4, 5)] == [299, 564, 786, 968]
+    # Key-value-predict: Table 2c's k = 834 (three parts of 278) has 25.6M parameters without
+    # embeddings, not 23.9M; at 23.9M the paper's own architecture has k = 786.
+    assert match_lm_hidden(KeyValuePredictConfig(window=5), V, w, base).hidden == 786
+    assert round((lm_parameters(KeyValuePredictConfig(hidden=834), V, w) - V * w) / 1e6, 1) == 25.6
+
+
+def test_matching_is_nearest_on_the_reader_grid():
+    m = match_hidden(KeyValuePredictConfig(), 10_000, count=lambda c: c.hidden ** 2)
+    assert m.hidden % 3 == 0 and m.hidden == 99  # 99^2 = 9801 is nearer 10000 than 102^2 = 10404
+    assert match_hidden(NGramRNNConfig(n=5), 400, count=lambda c: c.hidden).hidden == 400
+
+
+def test_ptb_configs_have_matched_hidden_sizes():
+    """configs/ptb/daniluk-*.toml: each reader's hidden is the helper's for the PTB vocabulary."""
+    V = 10_001  # PTB's 10,000 words (with <unk> and <eos>) + <pad>; checked on real data in test_realdata_documents
+    files = sorted((REPO / "configs" / "ptb").glob("daniluk-*.toml"))
+    assert len(files) == 17
+    base = tomllib.loads((REPO / "configs" / "ptb" / "daniluk-lstm.toml").read_text())
+    base_cfg = DocLSTMConfig(hidden=base["reader"]["hidden"])
+    for f in files:
+        raw = tomllib.loads(f.read_text())
+        assert raw["task"] == base["task"] and raw["train"] == base["train"], f.name  # only the reader differs
+        r = dict(raw["reader"])
+        cfg = READERS[r["name"]].Config(**r)
+        if r["name"] != "doc_lstm":
+            m = match_lm_hidden(cfg, V, raw["task"]["emb"], base_cfg)
+            assert cfg.hidden == m.hidden, (f.name, cfg.hidden, m.hidden)
+            assert abs(m.difference) / m.target < 0.01
+
+
+def test_every_paper_reader_learns_a_tiny_stream(tmp_path):
+    """A few Adam steps on a repetitive stream lower the loss (the window helps predict it)."""
+    from memread.tasks.language_model import LanguageModel, LMTaskConfig
+
+    ids = torch.tensor([1, 2, 3, 4, 5, 6, 7, 8] * 40 + [1])
+    for cfg in (AttentionLMConfig(hidden=24, window=3), KeyValueConfig(hidden=24, window=3),
+                KeyValuePredictConfig(hidden=24, window=3), NGramRNNConfig(hidden=24, n=3)):
+        torch.manual_seed(0)
+        model = LanguageModel(10, LMTaskConfig(emb=8, loss_reduction="token"), build_reader(cfg, 8))
+        opt = torch.optim.Adam(model.parameters(), lr=0.05)
+        b = {"input": ids[:-1].view(4, -1), "target": ids[1:].view(4, -1), "mask": torch.ones(4, 80, dtype=torch.bool)}
+        first = float(model(b).loss.detach())
+        for _ in range(60):
+            opt.zero_grad()
+            model(b).loss.backward()
+            opt.step()
+        assert float(model(b).loss.detach()) < 0.6 * first and first > 0.8 * math.log(10), cfg.name

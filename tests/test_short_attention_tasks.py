@@ -1,0 +1,226 @@
+"""Daniluk et al. (2017) around the readers: documents (WikiText articles, stories) with resets,
+CBT answered by a language model, attention by history position (Figure 3), and the CLI commands."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from memread.attention_span import attention_by_position, document_attention, position_table
+from memread.cbt_lm import candidate_sequences, evaluate_cbt_file, score_candidates
+from memread.data.cbt import read_cbt
+from memread.data.stream import DocumentStreamBatches
+from memread.data.vocab import Vocab
+from memread.data.wikitext import map_numbers, read_wikitext, wikitext_path
+from memread.errors import MemreadError
+from memread.readers import build_reader
+from memread.readers.attention_lm import AttentionLMConfig
+from memread.readers.doc_lstm import DocLSTMConfig
+from memread.readers.key_value_predict import KeyValuePredictConfig
+from memread.readers.ngram_rnn import NGramRNNConfig
+from memread.readers.rnn import RNNReaderConfig
+from memread.tasks.language_model import LanguageModel, LanguageModelTask, LMTaskConfig
+from memread.training.loop import evaluate
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)
+
+
+# ----------------------------------------------------------------------------- documents
+
+
+@pytest.mark.parametrize("batch,bptt", [(1, 4), (3, 5), (7, 3), (40, 20)])
+def test_document_stream_scores_every_token_but_each_documents_first_once(batch, bptt):
+    g = torch.Generator().manual_seed(batch)
+    docs, base = [], 0
+    for n in torch.randint(1, 30, (25,), generator=g).tolist():  # some one-token documents: nothing to predict
+        docs.append(torch.arange(base, base + n))
+        base += n + 100  # ids never continue across documents
+    stream = DocumentStreamBatches(docs, batch, bptt)
+    targets, starts = [], []
+    for b in stream:
+        m = b["mask"]
+        assert not bool((b["reset"] & ~m).any())
+        x, y = b["input"][m], b["target"][m]
+        assert bool((y == x + 1).all())  # each target follows its input inside one document
+        targets.extend(y.tolist())
+        starts.extend(b["input"][b["reset"]].tolist())
+    assert sorted(targets) == sorted(t for d in docs for t in d[1:].tolist())
+    assert sorted(starts) == sorted(int(d[0]) for d in docs if d.numel() > 1)
+    assert stream.n_targets == len(targets)
+    if batch == 1:  # one column: the documents in order
+        assert stream.input[0, stream.mask[0]].tolist() == [t for d in docs if d.numel() > 1 for t in d[:-1].tolist()]
+
+
+def test_wikitext_articles_numbers_and_missing_files(fixtures, tmp_path):
+    docs = read_wikitext(fixtures / "wikitext-2" / "wiki.test.tokens")
+    assert len(docs) == 2  # the formula line "= 1 m / s and k =" is not an article title
+    assert docs[0][:5] == ["<eos>", "=", "Epsilon", "Hill", "="] and docs[1][:4] == ["=", "Zeta", "Bridge", "="]
+    assert map_numbers("in 1,450 and 1890 @.@ 5 , 3rd 12:30".split()) == "in N and N @.@ N , 3rd N".split()
+    task = LanguageModelTask(LMTaskConfig(dataset="wikitext-2", documents=True, numbers=True, bptt=4), fixtures)
+    assert "N" in task.vocab and not any(w[0].isdigit() for w in task.vocab.itos)
+    assert len(task.documents("train")) == 2 and len(task.documents("valid")) == 2
+    b = task.batches("valid", 2)[0]
+    assert b["reset"][:, 0].all()
+    capped = LanguageModelTask(LMTaskConfig(dataset="wikitext-2", max_vocab=20), fixtures)
+    assert len(capped.vocab) == 20 and capped.vocab.unk_id == 1
+    with pytest.raises(MemreadError, match=r"wikitext-103.*wiki\.train\.tokens.*wikitext-103-v1\.zip"):
+        wikitext_path(tmp_path, "wikitext-103", "train")
+
+
+def test_real_wikitext2_is_articles_with_the_official_token_counts(real_data):
+    root = real_data("wikitext-2/wiki.valid.tokens.gz", "wikitext-2/wiki.test.tokens.gz")
+    for split, tokens in (("valid", 217_646), ("test", 245_569)):
+        docs = read_wikitext(wikitext_path(root, "wikitext-2", split))
+        assert len(docs) == 60 and sum(map(len, docs)) == tokens
+        assert all(d[d.index("=") + 1] != "=" for d in docs)  # every document starts at an article title
+        vocab = Vocab.build(t for d in docs for t in d)
+        stream = DocumentStreamBatches([torch.tensor(vocab.encode(d)) for d in docs], 64, 20)
+        assert stream.n_targets == tokens - 60
+
+
+def test_ptb_vocabulary_is_the_one_the_configs_were_matched_for(real_data):
+    root = real_data("ptb")
+    assert len(LanguageModelTask(LMTaskConfig(dataset="ptb"), root).vocab) == 10_001
+
+
+def tiny_model(task, cfg):
+    torch.manual_seed(0)
+    return task.build_model(cfg).eval()
+
+
+def test_documents_make_perplexity_independent_of_how_the_split_is_batched(tmp_path):
+    """With a reset at every document start, no token sees another document, so evaluating in 1 or
+    in 5 columns gives the same perplexity, for every reader that resets (not so for a stream)."""
+    task = LanguageModelTask(LMTaskConfig(dataset="stories", stories=40, emb=8, bptt=7, documents=True), tmp_path)
+    for cfg in (DocLSTMConfig(hidden=12), AttentionLMConfig(hidden=12, window=4), KeyValuePredictConfig(hidden=12, window=2),
+                NGramRNNConfig(hidden=12, n=3)):
+        model = tiny_model(task, cfg)
+        one, five = evaluate(model, task, "valid", 1), evaluate(model, task, "valid", 5)
+        assert one["tokens"] == five["tokens"] == sum(len(d) - 1 for d in task.documents("valid"))
+        assert one["ppl"] == pytest.approx(five["ppl"], rel=1e-5), cfg.name
+    with pytest.raises(MemreadError, match="reader 'lstm' cannot.*doc_lstm, attention, kv, kvp, ngram"):
+        task.build_model(RNNReaderConfig(hidden=8))
+    ptb_like = LanguageModelTask(LMTaskConfig(dataset="stories", stories=40, emb=8, bptt=7), tmp_path)
+    assert "reset" not in ptb_like.batches("valid", 2)[0]  # a stream without documents is unchanged
+
+
+# ----------------------------------------------------------------------------- CBT with a language model
+
+
+def cbt_vocab(*files):
+    words = [w for f in files for ex in read_cbt(f) for w in (*ex.document, *ex.query, *ex.candidates, "<eos>")]
+    return Vocab.build(words)
+
+
+def naive_query_loglik(model, vocab, ex, cand):
+    n_context, rows = candidate_sequences(ex, vocab)
+    seq = torch.tensor(rows[ex.candidates.index(cand)])
+    with torch.no_grad():
+        states = model.read(seq[None, :-1], torch.ones(1, len(seq) - 1, dtype=torch.bool)).states
+        logp = torch.log_softmax(model.decoder(states[0]), -1)
+    return float(sum(logp[t, seq[t + 1]] for t in range(n_context - 1, len(seq) - 1)))
+
+
+def test_cbt_scores_are_query_log_likelihoods_and_accuracy_is_per_file(fixtures):
+    ne, p = fixtures / "cbt" / "cbtest_NE_fixture.txt", fixtures / "cbt" / "cbtest_P_fixture.txt"
+    vocab = cbt_vocab(ne, p)
+    torch.manual_seed(0)
+    model = LanguageModel(len(vocab), LMTaskConfig(emb=8), build_reader(KeyValuePredictConfig(hidden=12, window=3), 8)).eval()
+    examples = read_cbt(ne, context_lines=20) + read_cbt(p, context_lines=20)
+    scores = score_candidates(model, vocab, examples, questions_per_batch=3)  # padded, mixed-length batches
+    for ex, s in zip(examples, scores):
+        for cand, value in zip(ex.candidates, s):
+            assert value == pytest.approx(naive_query_loglik(model, vocab, ex, cand), abs=1e-4)
+    # a model that always predicts one word picks it whenever it is a candidate
+    with torch.no_grad():
+        model.decoder.weight.zero_()
+        model.decoder.bias.zero_()
+        model.decoder.bias[vocab.id("Jack")] = 10.0
+    r = evaluate_cbt_file(model, vocab, ne)
+    assert r["subset"] == "NE" and r["questions"] == 2 and r["correct"] == 1 and r["accuracy"] == 0.5
+    with torch.no_grad():
+        model.decoder.bias[vocab.id("Jack")] = 0.0
+        model.decoder.bias[vocab.id("into")] = 10.0
+    assert evaluate_cbt_file(model, vocab, p)["accuracy"] == 0.5  # "into" is the second query's answer only
+
+
+def test_cbt_lm_reads_every_official_format_sample(real_data):
+    root = real_data("cbt/format-samples")
+    files = sorted((root / "cbt" / "format-samples").glob("cbtest_*.txt.gz"))
+    assert len(files) == 12
+    vocab = cbt_vocab(*files)
+    torch.manual_seed(0)
+    model = LanguageModel(len(vocab), LMTaskConfig(emb=8), build_reader(NGramRNNConfig(hidden=12, n=4), 8)).eval()
+    subsets = set()
+    for f in files:
+        r = evaluate_cbt_file(model, vocab, f)
+        assert r["questions"] == 1 and r["accuracy"] in (0.0, 1.0)
+        subsets.add(r["subset"])
+    assert subsets == {"NE", "CN", "V", "P"}
+
+
+# ----------------------------------------------------------------------------- Figure 3
+
+
+def test_attention_by_position_averages_full_windows_only(tmp_path):
+    task = LanguageModelTask(LMTaskConfig(dataset="stories", stories=40, emb=8, bptt=7, documents=True), tmp_path)
+    L = 4
+    model = tiny_model(task, KeyValuePredictConfig(hidden=12, window=L))
+    one = attention_by_position(model, task, "valid", batch_size=1)
+    three = attention_by_position(model, task, "valid", batch_size=3)
+    assert one["window"] == L and one["tokens"] == sum(max(0, len(d) - 1 - L) for d in task.documents("valid"))
+    assert sum(one["weights"]) == pytest.approx(1.0, abs=1e-5)
+    assert one["weights"] == pytest.approx(three["weights"], abs=1e-6) and one["tokens"] == three["tokens"]
+    table = position_table({"kvp": one})
+    assert "-4" in table and "-1" in table and f"{100 * one['weights'][-1]:5.1f}" in table
+    words, weights = document_attention(model, task, "valid", document=2, tokens=12)
+    assert len(words) == 12 and weights.shape == (12, L)
+    assert float(weights[0].sum()) == 0.0 and float(weights[1].sum()) == pytest.approx(1.0)  # the first token sees nothing
+    with pytest.raises(MemreadError, match="reports no attention weights"):
+        attention_by_position(tiny_model(task, NGramRNNConfig(hidden=12, n=3)), task, "valid")
+
+
+# ----------------------------------------------------------------------------- the commands
+
+
+def test_commands_on_a_tiny_trained_run(tmp_path, fixtures, capsys):
+    from memread.cli import main
+    from memread.config import experiment_from_dict
+    from memread.experiment import start_run
+
+    raw = {"task": {"name": "lm", "dataset": "stories", "stories": 40, "emb": 8, "bptt": 7, "documents": True},
+           "reader": {"name": "kvp", "hidden": 12, "window": 3},
+           "train": {"max_steps": 3, "batch_size": 4, "progress": False}}
+    run = tmp_path / "kvp"
+    trainer = start_run(experiment_from_dict(raw, "test"), run, tmp_path)
+    trainer.fit()
+    capsys.readouterr()
+    data = ["--data-root", str(tmp_path)]
+    assert main(["attention-span", str(run), "--split", "valid", "--out", str(tmp_path / "span"), "--tokens", "10", *data]) == 0
+    out = capsys.readouterr().out
+    assert "-3" in out and "kvp" in out
+    for png in ("attention_by_position.png", "attention_document_kvp.png"):
+        assert (tmp_path / "span" / png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert json.loads((tmp_path / "span" / "attention_by_position.json").read_text())["runs"]["kvp"]["window"] == 3
+    assert main(["cbt-lm", str(run), str(fixtures / "cbt" / "cbtest_P_fixture.txt"), "--checkpoint", "last", *data]) == 0
+    r = json.loads(capsys.readouterr().out)
+    assert r["subset"] == "P" and r["questions"] == 2 and 0.0 <= r["accuracy"] <= 1.0
+    assert main(["match-params", "ngram", "--vocab", "77000", "--set", "n=5"]) == 0
+    assert json.loads(capsys.readouterr().out)["hidden"] == 968
+    assert main(["bench", "kvp", "--batch", "2", "--steps", "3", "--emb", "6", "--hidden", "6", "--vocab", "20",
+                 "--repeats", "1", "--match-params"]) == 0
+    b = json.loads(capsys.readouterr().out)
+    from memread.params import match_lm_hidden
+
+    assert b["matched_hidden"] == match_lm_hidden(KeyValuePredictConfig(), 20, 6, DocLSTMConfig(hidden=6)).hidden
+    assert b["model_params"] == b["matched_params"] and b["target_params"] == b["lstm_model_params"]
+    assert main(["cbt-lm", str(run), str(fixtures / "cbt" / "tiny.txt"), *data]) == 2  # CBT needs 20 context lines
+    assert "expected 20" in capsys.readouterr().err
