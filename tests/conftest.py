@@ -7,6 +7,7 @@ import os
 from pathlib import Path
 
 import pytest
+import torch
 
 FIXTURES = Path(__file__).parent / "fixtures"
 REPO = Path(__file__).parent.parent
@@ -18,6 +19,16 @@ def real_data_root() -> Path | None:
         return Path(env)
     shared = REPO.parent / "shared" / "data"
     return shared if shared.is_dir() else None
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    """Tests run small ops: one intra-op thread each, so a second job on the two cores (or pytest-xdist)
+    cannot make OpenMP threads spin against each other (that made some tests 100x slower)."""
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)
 
 
 @pytest.fixture

@@ -15,15 +15,6 @@ from memread.readers.rnn import RNNReaderConfig
 from memread.tasks.language_model import LMTaskConfig
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    """These tests run small ops; on a busy machine two OpenMP threads make them 100x slower."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
-
-
 def tiny_run(tmp_path, reader, name):
     cfg = ExperimentConfig(
         task=LMTaskConfig(dataset="stories", stories=20, bptt=12, emb=8),

@@ -1,7 +1,6 @@
 """The training loop: it learns, it resumes exactly after SIGKILL, it refuses checkpoints that do not fit."""
 
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -183,3 +182,15 @@ def test_cloze_loop_same_code_path(tmp_path):
     start_run(cfg, tmp_path / "run", tmp_path).fit()
     valid = records(tmp_path / "run", "valid")
     assert len(valid) == 1 and 0.0 <= valid[0]["accuracy"] <= 1.0 and valid[0]["count"] == 20
+
+
+def test_checkpoint_from_before_a_new_config_key_still_loads(tmp_path):
+    run = tmp_path / "run"
+    start_run(lm_config(max_steps=2, batch_size=8), run, tmp_path).fit()
+    payload = torch.load(run / "checkpoint_best.pt", weights_only=True)
+    saved = json.loads(payload["config"])
+    del saved["task"]["loss_reduction"]  # as written by a memread without that key
+    payload["config"] = json.dumps(saved)
+    torch.save(payload, run / "checkpoint_best.pt")
+    cfg, task, model = load_trained(run, tmp_path)
+    assert cfg.task.loss_reduction == "sequence"

@@ -26,15 +26,6 @@ from memread.readers.lstmn import LSTMNConfig, LSTMNReader
 E, H = 5, 4
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    """These tests run small ops; on a busy machine two OpenMP threads make them 100x slower."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
-
-
 @pytest.fixture(params=["compiled", "python"])
 def backend(request, monkeypatch):
     """Run a test on the compiled time loops (skipped where they cannot be built) and on the Python ones."""

@@ -1,6 +1,5 @@
 """Real Penn Treebank from the data root: official counts, and a few real training steps."""
 
-import pytest
 
 from memread.config import ExperimentConfig, TrainConfig
 from memread.data.ptb import ptb_path, read_ptb

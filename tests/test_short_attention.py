@@ -28,14 +28,6 @@ REPO = Path(__file__).parent.parent
 E, K = 5, 12
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
-
-
 # ----------------------------------------------------------------------------- naive references
 
 

@@ -25,14 +25,6 @@ from memread.tasks.language_model import LanguageModel, LanguageModelTask, LMTas
 from memread.training.loop import evaluate
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
-
-
 # ----------------------------------------------------------------------------- documents
 
 

@@ -10,7 +10,8 @@ the attended content and to encode the next-word distribution::
     h*_t = tanh(W^r r_t + W^x v_t)                        (10)  ``states``; the LM's decoder gives (5)
 
 ``hidden`` is the LSTM size (Table 2c's k = 560 for w = 300); keys, values and h* have hidden / 2.
-Windows across segments and document resets as in :mod:`memread.readers.attention_lm`.
+Windows across segments and document resets as in :mod:`memread.readers.attention_lm`. The same
+module serves key-value-predict (:mod:`memread.readers.key_value_predict`), whose output has a third part.
 """
 
 from __future__ import annotations
@@ -41,13 +42,18 @@ class KeyValueConfig:
 
 
 class KeyValueReader(nn.Module):
-    def __init__(self, cfg: KeyValueConfig, input_size: int):
+    """Key-value attention (``cfg.hidden_multiple == 2``, eq. 6-10) and, with a third part that only
+    predicts, key-value-predict attention (``cfg.hidden_multiple == 3``, eq. 11-12)."""
+
+    def __init__(self, cfg: "KeyValueConfig", input_size: int):
         super().__init__()
-        if cfg.hidden % 2:
-            raise MemreadError(f"reader.hidden must be a multiple of 2 for kv (key and value halves), got {cfg.hidden}")
+        parts = cfg.hidden_multiple
+        if cfg.hidden % parts:
+            raise MemreadError(f"reader.hidden must be a multiple of {parts} for {cfg.name} "
+                               f"({parts} equal parts of the LSTM output), got {cfg.hidden}")
         if cfg.window < 1:
-            raise MemreadError(f"reader.window must be >= 1 for kv, got {cfg.window}")
-        d = cfg.hidden // 2
+            raise MemreadError(f"reader.window must be >= 1 for {cfg.name}, got {cfg.window}")
+        d = cfg.hidden // parts
         self.cfg, self.d = cfg, d
         self.lstm = DocumentLSTM(input_size, cfg.hidden, cfg.init_range, cfg.forget_bias)
         self.attention = WindowAttention(d)  # W^Y, W^h, w
@@ -66,10 +72,11 @@ class KeyValueReader(nn.Module):
         lstm_state, window, valid = unpack_state(state, B, self.cfg.window, self.cfg.hidden, x)
         h, lstm_state = self.lstm(x, mask, lstm_state, lstm_reset)  # (B, T, k)
         hist = extend(window, valid, h, mask, reset)  # (B, L+T, k)
-        keys, values = hist.seq.split(self.d, dim=-1)  # (6)  (B, L+T, k/2) each
+        parts = hist.seq.split(self.d, dim=-1)  # (6) [k; v] or (11) [k; v; p]: (B, L+T, d) each
+        keys, values, predict = parts[0], parts[1], parts[-1]  # kv: the value also predicts
         L = self.cfg.window
         r, alpha = self.attention(hist, query=keys[:, L:], keys=keys, values=values)  # (7)-(9)
-        h_star = torch.tanh(self.W_r(r) + self.W_x(values[:, L:]))  # (10)  (B, T, k/2)
+        h_star = torch.tanh(self.W_r(r) + self.W_x(predict[:, L:]))  # (10) / (12)  (B, T, d)
         window, valid = carry(hist, mask)
         out = ReaderOutput(states=h_star, state=pack_state(lstm_state, window, valid))
         if return_attention:

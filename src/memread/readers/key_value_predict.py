@@ -10,7 +10,8 @@ a predict part used only to encode the next-word distribution::
     h*_t = tanh(W^r r_t + W^x p_t)                        (12)  ``states``; the LM's decoder gives (5)
 
 ``hidden`` is the LSTM size, a multiple of 3 (300 gives parts of 100, as in the paper). Windows across
-segments and document resets as in :mod:`memread.readers.attention_lm`.
+segments and document resets as in :mod:`memread.readers.attention_lm`; the computation is
+:class:`memread.readers.key_value.KeyValueReader` with three parts instead of two.
 """
 
 from __future__ import annotations
@@ -18,13 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-import torch
-from torch import Tensor, nn
-
-from memread.errors import MemreadError
-from memread.modules.document_lstm import DocumentLSTM
-from memread.modules.window import WindowAttention, attention_matrix, carry, extend, pack_state, prepare, unpack_state
-from memread.readers.base import ReaderOutput
+from memread.readers.key_value import KeyValueReader
 
 
 @dataclass
@@ -40,42 +35,5 @@ class KeyValuePredictConfig:
         return 3
 
 
-class KeyValuePredictReader(nn.Module):
-    def __init__(self, cfg: KeyValuePredictConfig, input_size: int):
-        super().__init__()
-        if cfg.hidden % 3:
-            raise MemreadError(f"reader.hidden must be a multiple of 3 for kvp (key, value and predict thirds), got {cfg.hidden}")
-        if cfg.window < 1:
-            raise MemreadError(f"reader.window must be >= 1 for kvp, got {cfg.window}")
-        d = cfg.hidden // 3
-        self.cfg, self.d = cfg, d
-        self.lstm = DocumentLSTM(input_size, cfg.hidden, cfg.init_range, cfg.forget_bias)
-        self.attention = WindowAttention(d)  # W^Y, W^h, w
-        self.W_r = nn.Linear(d, d, bias=False)
-        self.W_x = nn.Linear(d, d, bias=False)
-        for name, p in self.named_parameters():
-            if not name.startswith("lstm."):
-                nn.init.uniform_(p, -cfg.init_range, cfg.init_range)
-        self.input_size, self.output_size = input_size, d
-
-    def forward(self, x: Tensor, mask: Tensor | None = None, state: dict | None = None,
-                return_attention: bool = False, reset: Tensor | None = None) -> ReaderOutput:
-        """x (B, T, E), mask (B, T), reset (B, T): True where a document starts -> states h* (B, T, k/3)."""
-        B, T, _ = x.shape
-        mask, lstm_reset, reset = prepare(x, mask, reset)
-        lstm_state, window, valid = unpack_state(state, B, self.cfg.window, self.cfg.hidden, x)
-        h, lstm_state = self.lstm(x, mask, lstm_state, lstm_reset)  # (B, T, k)
-        hist = extend(window, valid, h, mask, reset)  # (B, L+T, k)
-        keys, values, predict = hist.seq.split(self.d, dim=-1)  # (11)  (B, L+T, k/3) each
-        L = self.cfg.window
-        r, alpha = self.attention(hist, query=keys[:, L:], keys=keys, values=values)  # (7)-(9)
-        h_star = torch.tanh(self.W_r(r) + self.W_x(predict[:, L:]))  # (12)  (B, T, k/3)
-        window, valid = carry(hist, mask)
-        out = ReaderOutput(states=h_star, state=pack_state(lstm_state, window, valid))
-        if return_attention:
-            out.memory, out.memory_mask, out.attention = values, hist.valid, attention_matrix(alpha)
-        return out
-
-
-def build_key_value_predict_reader(cfg: KeyValuePredictConfig, input_size: int) -> KeyValuePredictReader:
-    return KeyValuePredictReader(cfg, input_size)
+def build_key_value_predict_reader(cfg: KeyValuePredictConfig, input_size: int) -> KeyValueReader:
+    return KeyValueReader(cfg, input_size)

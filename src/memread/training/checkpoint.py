@@ -71,7 +71,9 @@ def check_compatible(payload: dict, config: dict, vocab_fingerprint: str, path: 
     saved = json.loads(payload["config"])
     a = _flatten({k: saved.get(k, {}) for k in MODEL_SECTIONS})
     b = _flatten({k: config.get(k, {}) for k in MODEL_SECTIONS})
-    diffs = [k for k in sorted(set(a) | set(b)) if json.dumps(a.get(k)) != json.dumps(b.get(k))]
+    # a key the checkpoint does not know was added to memread after it was written: its default
+    # (which keeps the old behaviour) is what the run's own config.json gives it now
+    diffs = [k for k in sorted(set(a) | set(b)) if k in a and json.dumps(a.get(k)) != json.dumps(b.get(k))]
     if diffs:
         k = diffs[0]
         more = f" (and {len(diffs) - 1} more)" if len(diffs) > 1 else ""
