@@ -46,11 +46,10 @@ def read_sentence(model: torch.nn.Module, vocab, sentence: str) -> tuple[list[st
 
 def draw(words: list[str], weights: torch.Tensor, path: Path, title: str) -> Path:
     """Arcs (Figure 4 style) above a heatmap; ``weights[t, j]``: how much word t attended to word j."""
-    import matplotlib
-
-    matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     from matplotlib.patches import Arc
+
+    from memread.viz import heatmap_on, save  # sets the Agg backend
 
     w = weights.numpy()
     n = len(words)
@@ -73,18 +72,9 @@ def draw(words: list[str], weights: torch.Tensor, path: Path, title: str) -> Pat
     top.axis("off")
     top.set_title(title, fontsize=10)
 
-    im = bottom.imshow(w, cmap="Blues", vmin=0.0, vmax=vmax, aspect="auto")
-    bottom.set_xticks(range(n), words, rotation=60, ha="right", fontsize=8)
-    bottom.set_yticks(range(n), words, fontsize=8)
-    bottom.set_xlabel("attended to (earlier word)")
-    bottom.set_ylabel("reading")
+    im = heatmap_on(bottom, words, words, w, "attended to (earlier word)", "reading")
     fig.colorbar(im, ax=bottom, fraction=0.04)
-    fig.tight_layout()
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    return save(fig, path)
 
 
 def attend(run_dir: Path, sentence: str, out: Path | None, data_root: Path) -> Path:

@@ -14,6 +14,7 @@ LM with ``vocab``, else the reader alone) has the parameter count nearest the LS
 from __future__ import annotations
 
 import statistics
+import typing
 import time
 from dataclasses import fields
 
@@ -21,7 +22,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from memread.config import _coerce, parse_override
+from memread.config import parse_settings
 from memread.errors import MemreadError
 from memread.readers import READERS, build_reader
 
@@ -42,20 +43,10 @@ def reader_config(name: str, hidden: int, options: list[str] = ()):
     if name not in READERS:
         raise MemreadError(f"unknown reader {name!r}; known readers: {', '.join(sorted(READERS))}")
     Config = READERS[name].Config
-    known = {f.name: f for f in fields(Config)}
     values = {"name": name}
-    if "hidden" in known:
+    if "hidden" in {f.name for f in fields(Config)}:
         values["hidden"] = hidden
-    import typing
-
-    hints = typing.get_type_hints(Config)
-    for text in options:
-        if "=" not in text:
-            raise MemreadError(f"--set {text!r}: expected key=value")
-        (_, key), value = parse_override(f"reader.{text}")
-        if key not in known:
-            raise MemreadError(f"--set {text!r}: unknown key 'reader.{key}' (known keys: {', '.join(sorted(known))})")
-        values[key] = _coerce(value, hints[key], f"reader.{key}", "--set")
+    values.update(parse_settings(list(options), typing.get_type_hints(Config), "reader", f"reader {name!r}"))
     return Config(**values)
 
 

@@ -18,7 +18,7 @@ import time
 
 import torch
 
-from memread.config import _coerce, parse_override
+from memread.config import parse_settings
 from memread.data.cbt import BLANK, ClozeExample
 from memread.errors import MemreadError
 from memread.readers.rnn import RNNReaderConfig
@@ -107,13 +107,7 @@ _PARAMS = {"batch": int, "emb": int, "hidden": int, "inference": int, "steps": i
 def bench_options(options: list[str], batch: int) -> dict:
     """``--set key=value`` options of ``memread bench iaa`` (sizes default to the paper's)."""
     values: dict = {"batch": batch}
-    for text in options:
-        if "=" not in text:
-            raise MemreadError(f"--set {text!r}: expected key=value")
-        (_, key), value = parse_override(f"bench.{text}")
-        if key not in _PARAMS:
-            raise MemreadError(f"--set {text!r}: unknown key '{key}' for bench iaa (known keys: {', '.join(sorted(_PARAMS))})")
-        values[key] = _coerce(value, _PARAMS[key], key, "--set")
+    values.update(parse_settings(options, _PARAMS, "bench", "bench iaa"))
     return values
 
 

@@ -169,6 +169,20 @@ def parse_override(text: str) -> tuple[list[str], Any]:
     return path, value
 
 
+def parse_settings(options: list[str], types: dict[str, Any], section: str, what: str) -> dict[str, Any]:
+    """``["key=value", ...]`` (``--set`` flags of a command) -> typed values; ``types`` maps the known
+    keys to their annotations; an unknown key or a wrong type is one clear error naming ``what``."""
+    values: dict[str, Any] = {}
+    for text in options:
+        if "=" not in text:
+            raise MemreadError(f"--set {text!r}: expected key=value")
+        (_, key), value = parse_override(f"{section}.{text}")
+        if key not in types:
+            raise MemreadError(f"--set {text!r}: unknown key '{section}.{key}' for {what} (known keys: {', '.join(sorted(types))})")
+        values[key] = _coerce(value, types[key], f"{section}.{key}", "--set")
+    return values
+
+
 def experiment_from_dict(raw: dict, where: str) -> ExperimentConfig:
     """Validate a raw ``{task, reader, train}`` mapping against the registries' config classes."""
     from memread.readers import READERS

@@ -47,11 +47,10 @@ def trace_question(run_dir: Path, data_root: Path, split: str = "test", index: i
 
 
 def draw(trace: dict, path: Path, title: str = "") -> Path:
-    import matplotlib
-
-    matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     import numpy as np
+
+    from memread.viz import save  # sets the Agg backend
 
     doc = np.asarray(trace["doc_attention"], dtype=float)  # (T, Td)
     query = None if trace["query_attention"] is None else np.asarray(trace["query_attention"], dtype=float)
@@ -83,12 +82,7 @@ def draw(trace: dict, path: Path, title: str = "") -> Path:
     right.set_title("document attention $d_{i,t}$ (candidates ticked, answer in red)", fontsize=9)
     query_text = " ".join(trace["query"])
     fig.suptitle(title or f"{query_text}\nanswer: {answer}   predicted: {trace['predicted']}", fontsize=9)
-    fig.tight_layout()
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return save(fig, path, dpi=110)
 
 
 def picture(run_dir: Path, data_root: Path, out: Path, split: str = "test", index: int = 0, which: str = "best") -> dict:

@@ -12,25 +12,37 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
 
+def save(fig, path: Path, dpi: int = 120) -> Path:
+    """Lay out ``fig``, write it to ``path`` as PNG (folders made as needed), close it."""
+    fig.tight_layout()
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=dpi)
+    plt.close(fig)
+    return path
+
+
+def heatmap_on(ax, rows: Sequence[str], cols: Sequence[str], weights, xlabel: str, ylabel: str, cmap: str = "Blues"):
+    """Draw a labelled (rows x cols) weight matrix on ``ax``; returns the image (for a colour bar)."""
+    w = np.asarray(weights, dtype=float)
+    im = ax.imshow(w, cmap=cmap, vmin=0.0, vmax=max(float(w.max()), 1e-9), aspect="auto")
+    ax.set_xticks(range(len(cols)), cols, rotation=60, ha="right", fontsize=8)
+    ax.set_yticks(range(len(rows)), rows, fontsize=8)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    return im
+
+
 def attention_heatmap(rows: Sequence[str], cols: Sequence[str], weights, path: Path, title: str = "",
                       xlabel: str = "attended to", ylabel: str = "reading") -> Path:
     """A (len(rows), len(cols)) weight matrix as a labelled heatmap (e.g. intra-attention, Figure 4)."""
     w = np.asarray(weights, dtype=float)
     fig, ax = plt.subplots(figsize=(max(4.0, 0.4 * len(cols) + 2), max(3.0, 0.35 * len(rows) + 1.5)))
-    im = ax.imshow(w, cmap="Blues", vmin=0.0, vmax=max(float(w.max()), 1e-9), aspect="auto")
-    ax.set_xticks(range(len(cols)), cols, rotation=60, ha="right", fontsize=8)
-    ax.set_yticks(range(len(rows)), rows, fontsize=8)
-    ax.set_xlabel(xlabel)
-    ax.set_ylabel(ylabel)
+    im = heatmap_on(ax, rows, cols, w, xlabel, ylabel)
     if title:
         ax.set_title(title, fontsize=10)
     fig.colorbar(im, ax=ax, fraction=0.04)
-    fig.tight_layout()
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    return save(fig, path)
 
 
 def document_attention(sentences: Sequence[Sequence[str]], weights: Sequence[float], path: Path,
@@ -55,9 +67,4 @@ def document_attention(sentences: Sequence[Sequence[str]], weights: Sequence[flo
     ax.axis("off")
     if title:
         ax.set_title(title, fontsize=10)
-    fig.tight_layout()
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    return save(fig, path)

@@ -21,7 +21,23 @@ import torch
 from torch import Tensor
 
 
-class StreamBatches(Sequence):
+class _Columns(Sequence):
+    """Batch ``i`` is the ``i``-th window of ``bptt`` steps of every (B, L) column tensor in ``FIELDS``."""
+
+    FIELDS: tuple[str, ...] = ("input", "target", "mask")
+    bptt: int
+
+    def __len__(self) -> int:
+        return math.ceil(self.input.size(1) / self.bptt)
+
+    def __getitem__(self, i: int) -> dict[str, Tensor]:
+        if not 0 <= i < len(self):
+            raise IndexError(i)
+        s = slice(i * self.bptt, (i + 1) * self.bptt)
+        return {name: getattr(self, name)[:, s] for name in self.FIELDS}
+
+
+class StreamBatches(_Columns):
     """Indexable BPTT batches ``{"input", "target", "mask"}``, each (B, <=bptt)."""
 
     def __init__(self, ids: Tensor, batch_size: int, bptt: int, pad_id: int = 0):
@@ -43,17 +59,9 @@ class StreamBatches(Sequence):
         self.bptt = bptt
         self.n_targets = n_targets
 
-    def __len__(self) -> int:
-        return math.ceil(self.input.size(1) / self.bptt)
-
-    def __getitem__(self, i: int) -> dict[str, Tensor]:
-        if not 0 <= i < len(self):
-            raise IndexError(i)
-        s = slice(i * self.bptt, (i + 1) * self.bptt)
-        return {"input": self.input[:, s], "target": self.target[:, s], "mask": self.mask[:, s]}
 
 
-class DocumentStreamBatches(Sequence):
+class DocumentStreamBatches(_Columns):
     """Indexable BPTT batches ``{"input", "target", "mask", "reset"}``, each (B, <=bptt), over documents.
 
     Documents keep their order and are dealt to columns in contiguous runs of about equal length
@@ -91,11 +99,5 @@ class DocumentStreamBatches(Sequence):
         self.n_targets = n_targets
         self.n_documents = len(docs)
 
-    def __len__(self) -> int:
-        return math.ceil(self.input.size(1) / self.bptt)
+    FIELDS = ("input", "target", "mask", "reset")
 
-    def __getitem__(self, i: int) -> dict[str, Tensor]:
-        if not 0 <= i < len(self):
-            raise IndexError(i)
-        s = slice(i * self.bptt, (i + 1) * self.bptt)
-        return {"input": self.input[:, s], "target": self.target[:, s], "mask": self.mask[:, s], "reset": self.reset[:, s]}
