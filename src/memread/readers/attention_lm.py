@@ -43,38 +43,50 @@ class AttentionLMConfig:
         return 1
 
 
-class AttentionLMReader(nn.Module):
-    def __init__(self, cfg: AttentionLMConfig, input_size: int):
+class WindowAttentionReader(nn.Module):
+    """Attention over the previous L outputs, eq. (1)-(4); with the LSTM output split in two parts
+    (``cfg.hidden_multiple == 2``) it is key-value attention, eq. (6)-(10), and in three parts
+    key-value-predict attention, eq. (11)-(12): one implementation for the three models of 2.1-2.3."""
+
+    def __init__(self, cfg, input_size: int):
         super().__init__()
+        parts = cfg.hidden_multiple
+        if cfg.hidden % parts:
+            raise MemreadError(f"reader.hidden must be a multiple of {parts} for {cfg.name} "
+                               f"({parts} equal parts of the LSTM output), got {cfg.hidden}")
         if cfg.window < 1:
-            raise MemreadError(f"reader.window must be >= 1 for attention, got {cfg.window}")
-        k = cfg.hidden
-        self.cfg = cfg
-        self.lstm = DocumentLSTM(input_size, k, cfg.init_range, cfg.forget_bias)
-        self.attention = WindowAttention(k)  # W^Y, W^h, w
-        self.W_r = nn.Linear(k, k, bias=False)
-        self.W_x = nn.Linear(k, k, bias=False)
+            raise MemreadError(f"reader.window must be >= 1 for {cfg.name}, got {cfg.window}")
+        d = cfg.hidden // parts  # size of a key, a value, a predict part and of h*
+        self.cfg, self.d = cfg, d
+        self.lstm = DocumentLSTM(input_size, cfg.hidden, cfg.init_range, cfg.forget_bias)
+        self.attention = WindowAttention(d)  # W^Y, W^h, w
+        self.W_r = nn.Linear(d, d, bias=False)
+        self.W_x = nn.Linear(d, d, bias=False)
         for name, p in self.named_parameters():
             if not name.startswith("lstm."):
                 nn.init.uniform_(p, -cfg.init_range, cfg.init_range)
-        self.input_size, self.output_size = input_size, k
+        self.input_size, self.output_size = input_size, d
 
     def forward(self, x: Tensor, mask: Tensor | None = None, state: dict | None = None,
                 return_attention: bool = False, reset: Tensor | None = None) -> ReaderOutput:
-        """x (B, T, E), mask (B, T), reset (B, T): True where a document starts -> states h* (B, T, k)."""
+        """x (B, T, E), mask (B, T), reset (B, T): True where a document starts -> states h* (B, T, d)."""
         B, T, _ = x.shape
         mask, lstm_reset, reset = prepare(x, mask, reset)
         lstm_state, window, valid = unpack_state(state, B, self.cfg.window, self.cfg.hidden, x)
         h, lstm_state = self.lstm(x, mask, lstm_state, lstm_reset)  # (B, T, k)
         hist = extend(window, valid, h, mask, reset)  # the window's outputs, then this segment's: (B, L+T, k)
-        r, alpha = self.attention(hist, query=h, keys=hist.seq, values=hist.seq)  # (1)-(3): (B, T, k), (B, T, L)
-        h_star = torch.tanh(self.W_r(r) + self.W_x(h))  # (4)  (B, T, k)
+        # attention: key = value = predict = h;  (6) [k; v] = h, the value also predicts;  (11) [k; v; p] = h
+        parts = hist.seq.split(self.d, dim=-1)  # (B, L+T, d) each
+        keys, values, predict = parts[0], parts[min(1, len(parts) - 1)], parts[-1]
+        L = self.cfg.window
+        r, alpha = self.attention(hist, query=keys[:, L:], keys=keys, values=values)  # (1)-(3) / (7)-(9): (B, T, d)
+        h_star = torch.tanh(self.W_r(r) + self.W_x(predict[:, L:]))  # (4) / (10) / (12)  (B, T, d)
         window, valid = carry(hist, mask)
         out = ReaderOutput(states=h_star, state=pack_state(lstm_state, window, valid))
         if return_attention:
-            out.memory, out.memory_mask, out.attention = hist.seq, hist.valid, attention_matrix(alpha)
+            out.memory, out.memory_mask, out.attention = values, hist.valid, attention_matrix(alpha)
         return out
 
 
-def build_attention_lm_reader(cfg: AttentionLMConfig, input_size: int) -> AttentionLMReader:
-    return AttentionLMReader(cfg, input_size)
+def build_attention_lm_reader(cfg: AttentionLMConfig, input_size: int) -> WindowAttentionReader:
+    return WindowAttentionReader(cfg, input_size)

@@ -11,7 +11,7 @@ a predict part used only to encode the next-word distribution::
 
 ``hidden`` is the LSTM size, a multiple of 3 (300 gives parts of 100, as in the paper). Windows across
 segments and document resets as in :mod:`memread.readers.attention_lm`; the computation is
-:class:`memread.readers.key_value.KeyValueReader` with three parts instead of two.
+:class:`memread.readers.attention_lm.WindowAttentionReader` with the output in three parts.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from memread.readers.key_value import KeyValueReader
+from memread.readers.attention_lm import WindowAttentionReader
 
 
 @dataclass
@@ -35,5 +35,5 @@ class KeyValuePredictConfig:
         return 3
 
 
-def build_key_value_predict_reader(cfg: KeyValuePredictConfig, input_size: int) -> KeyValueReader:
-    return KeyValueReader(cfg, input_size)
+def build_key_value_predict_reader(cfg: KeyValuePredictConfig, input_size: int) -> WindowAttentionReader:
+    return WindowAttentionReader(cfg, input_size)
