@@ -23,7 +23,8 @@ from memread.readers.as_reader import AttentionSumReader
 from memread.readers.birnn import BiRNNReader, reversal_index
 from memread.readers.iaa import IAAConfig, IterativeAlternatingAttention
 from memread.readers.rnn import RNNReader, RNNReaderConfig
-from memread.tasks.cloze import ClozeBatches, ClozeTask, ClozeTaskConfig, length_buckets
+from memread.data.batching import length_buckets
+from memread.tasks.cloze import ClozeBatches, ClozeTask, ClozeTaskConfig
 
 BIGRU = RNNReaderConfig(name="gru", hidden=6, bidirectional=True)
 

@@ -15,6 +15,7 @@ from memread.readers.doc_lstm import DocLSTMConfig, build_doc_lstm_reader
 from memread.readers.key_value import KeyValueConfig, build_key_value_reader
 from memread.readers.key_value_predict import KeyValuePredictConfig, build_key_value_predict_reader
 from memread.readers.lstmn import LSTMNConfig, build_lstmn_reader
+from memread.readers.nse import NSEConfig, build_nse_reader
 from memread.readers.ngram_rnn import NGramRNNConfig, build_ngram_rnn_reader
 from memread.readers.rnn import RNNReaderConfig, build_rnn_reader
 
@@ -37,6 +38,7 @@ READERS: dict[str, ReaderSpec] = {
     "kvp": ReaderSpec(KeyValuePredictConfig, build_key_value_predict_reader, "key-value-predict attention over the previous L outputs (Daniluk et al. 2017, eq. 11-12)"),
     "ngram": ReaderSpec(NGramRNNConfig, build_ngram_rnn_reader, "N-gram RNN: next word from parts of the last N-1 outputs (Daniluk et al. 2017, eq. 13)"),
     "lstmn": ReaderSpec(LSTMNConfig, build_lstmn_reader, "LSTMN: LSTM with hidden and memory tapes and intra-attention (Cheng et al. 2016)"),
+    "nse": ReaderSpec(NSEConfig, build_nse_reader, "NSE: read, compose and write over a memory initialised with the input (Munkhdalai & Yu 2016); shared > 0: MMA-NSE"),
 }
 
 

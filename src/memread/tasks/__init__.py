@@ -3,10 +3,14 @@
 from memread.tasks.base import ModelOutput, Task
 from memread.tasks.cloze import ClozeTask
 from memread.tasks.language_model import LanguageModelTask
+from memread.tasks.pair import PairTask
+from memread.tasks.sentence import SentenceTask
 
 TASKS: dict[str, type] = {
     "lm": LanguageModelTask,
     "cloze": ClozeTask,
+    "classify": SentenceTask,
+    "pair": PairTask,
 }
 
 __all__ = ["TASKS", "ModelOutput", "Task"]

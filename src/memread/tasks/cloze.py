@@ -42,6 +42,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from memread.data.babi import babi_path, read_babi
+from memread.data.batching import batch_order, pad
 from memread.data.cbt import ClozeExample, read_cbt
 from memread.data.stories import story_splits
 from memread.data.vocab import Vocab
@@ -196,15 +197,6 @@ class ClozeModel(nn.Module):
         return ModelOutput(loss=loss, stats=stats, logits=log_p, attention=reading.attention)
 
 
-def _pad(seqs: list[list[int]], pad: int) -> tuple[Tensor, Tensor]:
-    width = max(1, max(len(s) for s in seqs))
-    ids = torch.full((len(seqs), width), pad, dtype=torch.long)
-    for i, s in enumerate(seqs):
-        ids[i, : len(s)] = torch.tensor(s, dtype=torch.long)
-    mask = torch.arange(width).unsqueeze(0) < torch.tensor([len(s) for s in seqs]).unsqueeze(1)
-    return ids, mask
-
-
 class ClozeBatches(Sequence):
     """Batches of encoded examples; ``groups[i]`` lists the example indices of batch i."""
 
@@ -218,11 +210,11 @@ class ClozeBatches(Sequence):
         if not 0 <= i < len(self):
             raise IndexError(i)
         items = [self.encoded[j] for j in self.groups[i]]
-        doc, doc_mask = _pad([e["doc"] for e in items], self.pad_id)
-        query, query_mask = _pad([e["query"] for e in items], self.pad_id)
-        cands, cand_mask = _pad([e["cands"] for e in items], self.pad_id)
-        doc_words, _ = _pad([e["doc_words"] for e in items], -1)  # -1 and -2 at padding: never equal
-        cand_words, _ = _pad([e["cand_words"] for e in items], -2)
+        doc, doc_mask = pad([e["doc"] for e in items], self.pad_id)
+        query, query_mask = pad([e["query"] for e in items], self.pad_id)
+        cands, cand_mask = pad([e["cands"] for e in items], self.pad_id)
+        doc_words, _ = pad([e["doc_words"] for e in items], -1)  # -1 and -2 at padding: never equal
+        cand_words, _ = pad([e["cand_words"] for e in items], -2)
         batch = {"doc": doc, "doc_mask": doc_mask, "query": query, "query_mask": query_mask,
                  "cands": cands, "cand_mask": cand_mask, "doc_words": doc_words, "cand_words": cand_words,
                  "answer": torch.tensor([e["answer"] for e in items], dtype=torch.long),
@@ -239,22 +231,6 @@ class ClozeBatches(Sequence):
             real += sum(lengths)
             total += max(lengths) * len(lengths)
         return 1.0 - real / max(total, 1)
-
-
-def length_buckets(lengths: list[int], batch_size: int, pool: int, generator: torch.Generator | None) -> list[list[int]]:
-    """Batches of indices. With a generator: shuffle, sort by length within pools of ``pool`` batches,
-    cut, and shuffle the batches. Without one (evaluation): sort everything by length and cut."""
-    n = len(lengths)
-    if generator is None:
-        order = sorted(range(n), key=lambda i: lengths[i])
-        return [order[k : k + batch_size] for k in range(0, n, batch_size)]
-    perm = torch.randperm(n, generator=generator).tolist()
-    size = pool * batch_size
-    batches = []
-    for k in range(0, n, size):
-        chunk = sorted(perm[k : k + size], key=lambda i: lengths[i])
-        batches.extend(chunk[j : j + batch_size] for j in range(0, len(chunk), batch_size))
-    return [batches[i] for i in torch.randperm(len(batches), generator=generator).tolist()]
 
 
 def build_encoder(reader_cfg, input_size: int) -> nn.Module:
@@ -381,11 +357,7 @@ class ClozeTask:
     def batches(self, split: str, batch_size: int, epoch: int = 0, seed: int = 0) -> ClozeBatches:
         enc = self.encoded(split)
         g = torch.Generator().manual_seed(seed * 1_000_003 + epoch) if split == "train" else None
-        if self.cfg.bucket:
-            groups = length_buckets([len(e["doc"]) for e in enc], batch_size, self.cfg.bucket, g)
-        else:
-            order = torch.randperm(len(enc), generator=g).tolist() if g is not None else list(range(len(enc)))
-            groups = [order[k : k + batch_size] for k in range(0, len(order), batch_size)]
+        groups = batch_order([len(e["doc"]) for e in enc], batch_size, self.cfg.bucket, g)
         return ClozeBatches(enc, groups, self.vocab.pad_id)
 
     # ------------------------------------------------------------------ model and metrics

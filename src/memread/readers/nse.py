@@ -1,0 +1,349 @@
+"""Neural Semantic Encoder (NSE) reader: Munkhdalai and Yu (2016), section 3; with ``shared > 0`` the
+multiple memory access NSE (MMA-NSE) of section 3.2.
+
+NSE keeps an encoding memory ``M`` with one slot per token of the input, initialised with the
+input itself (the *baby* memory, ``M_0 = (x_1 .. x_l)``), and rewrites it while reading the input
+left to right. With ``e_l``, ``e_k`` vectors of ones, step ``t`` reads, composes and writes::
+
+    o_t     = f_r^LSTM(x_t)                                                    (1)  read
+    z_t     = softmax(o_t^T M_{t-1})                                           (2)  key over the slots
+    m_{r,t} = z_t^T M_{t-1}                                                    (3)  retrieved slot
+    c_t     = f_c^MLP(o_t, m_{r,t})                                            (4)  compose
+    h_t     = f_w^LSTM(c_t)                                                    (5)  write
+    M_t     = M_{t-1} (1 - (z_t (x) e_k)^T) + (h_t (x) e_l)(z_t (x) e_k)^T       (6)
+
+i.e. ``M_t = M_{t-1} * (1 - z_t) + z_t h_t^T`` row by row: the slots read are erased in proportion
+to ``z_t`` and ``h_t`` is written there. The reader's ``states`` are the write LSTM's outputs
+``h_t`` and its ``memory`` is the final memory ``M_T``.
+
+**MMA-NSE (3.2, equations 7-15).** Given ``shared`` other memories ``M^n`` (e.g. the final memory of
+an NSE that read the premise, the answer or the source sentence), every step also reads each of them
+with its own key and writes ``h_t`` into each of them::
+
+    z_t^n     = softmax(o_t^T M_{t-1}^n)                                       (10)
+    m_{r,t}^n = z_t^{nT} M_{t-1}^n                                             (11)
+    c_t       = f_c^MLP(o_t, m_{r,t}, m_{r,t}^1 .. m_{r,t}^N)                  (12)
+    M_t^n     = M_{t-1}^n (1 - (z_t^n (x) e_k)^T) + (h_t (x) e_n)(z_t^n (x) e_k)^T   (15)
+
+(7)-(9), (13) and (14) are (1)-(3), (5) and (6). The updated shared memories ``M_T^n`` are returned
+in ``state["shared"]``.
+
+**The modules** follow the paper and the authors' Chainer code (their ``snli/NSE.py`` and
+``NSE_MMA.py``):
+
+- ``f_r^LSTM`` is an LSTM over the inputs, ``layers`` deep. It does not depend on the memory, so it
+  runs once over the whole sequence (one fused ``nn.LSTM`` call); only compose and write loop over t.
+- ``f_c^MLP`` is one affine layer with no activation, ``c_t = W_c [o_t; m_{r,t}; m_{r,t}^1 ..] + b_c``,
+  from ``(2 + shared) k`` to ``(2 + shared) k`` units, as in the authors' code (``compose_l1 =
+  Linear(2k, 2k)``, and ``Linear(3k, 3k)`` for MMA-NSE; they concatenate the shared slot before the
+  own one, we use the paper's order (12), which is the same model). Having no activation, its
+  ``W_c^o o_t + b_c`` part is computed for all steps at once.
+- ``f_w^LSTM`` is an LSTM over ``c_t`` (so its input has ``(2 + shared) k`` units), ``layers`` deep,
+  whose state is carried from step to step; its top layer's output is ``h_t``.
+- ``dropout`` (the paper regularises "the write/read neural nets" with dropout; the authors' code puts
+  it on their inputs) is applied to the read LSTM's input ``x_t`` and to the write LSTM's input
+  ``c_t``; not between stacked layers, and not to the memory, which is initialised with the
+  undropped inputs.
+- When the embedding size ``E`` differs from ``k``, a linear map without bias (the WikiQA setup's
+  "linear mapping layer" from 300-D embeddings to the 512-D LSTM inputs) takes ``x_t`` to ``R^k``
+  first; the mapped vectors are both the read LSTM's input and the baby memory. With ``E = k`` the
+  embeddings themselves are.
+- Every parameter is initialised uniformly in [-0.1, 0.1], as in the authors' code.
+
+**Padding.** Sequences are right-padded (``mask`` True = real). Padded slots get zero weight in every
+key ``z_t`` (own memory and, with their own masks, shared ones), so a real token's result never
+depends on what is in the padding; at a padded step ``z_t = 0`` (and ``z_t^n = 0``): nothing is read
+and nothing is written, so ``M`` and ``M^n`` keep their values there and ``M_T`` is the memory after
+each row's last real token. The authors' code pads with a padding vector and lets the keys attend to
+those slots (and writes at padded steps); we do not, so that a sequence gives the same encoding alone
+as inside a padded batch.
+
+**Fast path.** Per step the work is small matmuls (``W_c^m``, the write LSTM) and a few passes over
+the memory, so the loop runs in a custom autograd function with a hand-written backward pass
+(``_NSELoop``): buffers are preallocated time-major and written in place, no autograd graph is
+built per step, and the weight gradients are summed over all steps in one matmul each after the
+backward loop. It stores every ``M_t`` (O(B T^2 k) memory, as autograd would); without gradients it
+keeps two alternating buffers. The attention outputs are not differentiable. ``USE_FUNCTION = False``
+runs the same loop under autograd (``_autograd_loop``); tests check both against the equations.
+
+**State.** The memory is initialised from the whole input at t = 0, so an NSE reads whole sequences:
+continuing a previous call (``state`` not None) is refused. The returned ``state`` is
+``{"memory": M_T, "shared": [M_T^1 ..]}`` (and with ``return_attention`` also
+``"shared_attention": [z^1 (B, T, S_1) ..]``), for a second NSE that accesses this one's memory.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+from torch.autograd.function import once_differentiable
+
+from memread.errors import MemreadError
+from memread.modules.masking import masked_softmax
+from memread.readers.base import ReaderOutput
+
+INIT_RANGE = 0.1  # the authors' uniform(-0.1, 0.1) for every parameter
+
+
+@dataclass
+class NSEConfig:
+    name: Literal["nse"] = "nse"
+    hidden: int = 300  # k: memory slot size = read/write LSTM size
+    layers: int = 1  # layers of the read LSTM and of the write LSTM (WikiQA setup: 2)
+    dropout: float = 0.0  # on the read LSTM's input x_t and on the write LSTM's input c_t
+    shared: int = 0  # MMA-NSE: number of other memories read and written each step (eq. 7-15)
+
+
+class NSEReader(nn.Module):
+    """NSE / MMA-NSE reader: x (B, T, E), mask (B, T) -> states h (B, T, k); see the module docstring."""
+
+    def __init__(self, cfg: NSEConfig, input_size: int):
+        super().__init__()
+        if cfg.hidden < 1 or cfg.layers < 1 or cfg.shared < 0 or not 0.0 <= cfg.dropout < 1.0:
+            raise MemreadError(f"reader nse: hidden and layers must be positive, shared >= 0 and dropout "
+                               f"in [0, 1), got {cfg}")
+        self.cfg = cfg
+        self.input_size = input_size
+        self.output_size = k = cfg.hidden
+        n_in = (2 + cfg.shared) * k  # [o_t; m_{r,t}; m_{r,t}^1 ..]
+        self.input_map = nn.Linear(input_size, k, bias=False) if input_size != k else None
+        self.read = nn.LSTM(k, k, num_layers=cfg.layers, batch_first=True)  # f_r^LSTM (1)
+        self.compose = nn.Linear(n_in, n_in)  # f_c^MLP (4), (12)
+        # f_w^LSTM (5): its weights, stepped by hand (its input c_t depends on the memory)
+        self.write = nn.LSTM(n_in, k, num_layers=cfg.layers)
+        self.drop = nn.Dropout(cfg.dropout)
+        for p in self.parameters():
+            nn.init.uniform_(p, -INIT_RANGE, INIT_RANGE)
+
+    def forward(self, x: Tensor, mask: Tensor | None = None, state=None,
+                shared: list[tuple[Tensor, Tensor]] | None = None, return_attention: bool = False) -> ReaderOutput:
+        """x (B, T, E), mask (B, T) bool (True = real, right-padded); ``shared``: ``cfg.shared`` pairs
+        ``(M^n (B, S_n, k), mask^n (B, S_n))``.
+
+        Returns states (B, T, k): h_t; memory (B, T, k): M_T, memory_mask: mask; state
+        ``{"memory": M_T, "shared": [M_T^n]}``; attention (B, T, T): the keys z_t over the own memory
+        (and ``state["shared_attention"]``: z_t^n (B, T, S_n)), if asked for.
+        """
+        if state is not None:
+            raise MemreadError("reader nse reads whole sequences: its memory is initialised with the whole "
+                               "input, so it cannot continue a previous call (pass state=None)")
+        shared = list(shared or [])
+        if len(shared) != self.cfg.shared:
+            raise MemreadError(f"reader nse: configured with shared = {self.cfg.shared} memories, "
+                               f"got {len(shared)}")
+        B, T, _ = x.shape
+        k = self.cfg.hidden
+        if mask is None:
+            mask = torch.ones(B, T, dtype=torch.bool, device=x.device)
+        for n, (M_n, mask_n) in enumerate(shared):
+            if M_n.dim() != 3 or M_n.size(0) != B or M_n.size(2) != k or tuple(mask_n.shape) != tuple(M_n.shape[:2]):
+                raise MemreadError(f"reader nse: shared memory {n} must be (B={B}, S, k={k}) with a (B, S) mask, "
+                                   f"got {tuple(M_n.shape)} and {tuple(mask_n.shape)}")
+
+        u = self.input_map(x) if self.input_map is not None else x  # (B, T, k): also the baby memory M_0
+        o, _ = self.read(self.drop(u))  # (1) all steps at once  (B, T, k)
+        W_co, W_cm = self.compose.weight.split([k, self.compose.in_features - k], dim=1)
+        c_o = F.linear(o, W_co, self.compose.bias)  # (4) W_c^o o_t + b_c, all steps  (B, T, N)
+        # dropout on the write LSTM's input c_t, as one scaled 0/1 mask drawn for all steps
+        keep = self.drop(torch.ones_like(c_o)) if self.training and self.cfg.dropout > 0 else None
+        weights = [W_cm]
+        for layer in range(self.cfg.layers):
+            w = self.write
+            weights += [getattr(w, f"weight_ih_l{layer}"), getattr(w, f"weight_hh_l{layer}"),
+                        getattr(w, f"bias_ih_l{layer}") + getattr(w, f"bias_hh_l{layer}")]
+        M0s = [M_n for M_n, _ in shared]
+        masks = [mask, *(mask_n for _, mask_n in shared)]
+        loop = _NSELoop.apply if USE_FUNCTION else _autograd_loop
+        h, z, M, *rest = loop(o, c_o, keep, masks, self.cfg.layers, u, *M0s, *weights)
+        Ms, zs_n = rest[: len(shared)], rest[len(shared) :]
+        new_state = {"memory": M, "shared": list(Ms)}
+        if return_attention:
+            new_state["shared_attention"] = list(zs_n)
+        return ReaderOutput(states=h, memory=M, memory_mask=mask, state=new_state,
+                            attention=z if return_attention else None)
+
+
+# ----------------------------------------------------------------------------- the time loop
+#
+# Both loops take o (B, T, k) from (1), c_o (B, T, N) = W_c^o o_t + b_c from (4), the dropout mask
+# ``keep`` (B, T, N) or None, the masks [own (B, T), shared (B, S_n) ..], the number of write layers,
+# the initial memories M_0 (B, T, k), M_0^n (B, S_n, k) .., and the weights W_c^m (N, (1 + n) k) (the
+# compose weights on the retrieved slots), then per write layer W_ih, W_hh and b_ih + b_hh. They
+# return h (B, T, k), z (B, T, T), M_T, M_T^n .., z^n (B, T, S_n) ..
+
+# The custom autograd function below is the fast path; ``_autograd_loop`` computes the same with
+# autograd (tests compare both with the naive equations).
+USE_FUNCTION = True
+
+
+def _keys(M: Tensor, o_t: Tensor, mask: Tensor, live: Tensor) -> Tensor:
+    """(2), (10): z_t = softmax(o_t^T M_{t-1}) over the real slots; 0 at a padded step (live = 0)."""
+    return masked_softmax(torch.bmm(M, o_t.unsqueeze(2)).squeeze(2), mask) * live  # (B, S)
+
+
+def _lstm_gates(g: Tensor) -> Tensor:
+    """Pre-activations (B, 4k) of torch's gate order i, f, g, o -> activations, in place."""
+    k = g.size(1) // 4
+    g[:, : 2 * k].sigmoid_()
+    g[:, 2 * k : 3 * k].tanh_()
+    g[:, 3 * k :].sigmoid_()
+    return g
+
+
+def _autograd_loop(o, c_o, keep, masks, layers, M0, *rest):
+    n = len(masks) - 1
+    Ms, (W_cm, *lstm) = [M0, *rest[:n]], rest[n:]
+    B, T, k = o.shape
+    hw = [o.new_zeros(B, k) for _ in range(layers)]  # the write LSTM's state, per layer
+    cw = [o.new_zeros(B, k) for _ in range(layers)]
+    live = masks[0].to(o.dtype)  # (B, T): 0 at padded steps
+    hs, zs = [], [[] for _ in Ms]
+    for t in range(T):
+        o_t = o[:, t]
+        z = [_keys(M, o_t, m, live[:, t : t + 1]) for M, m in zip(Ms, masks)]  # (2), (10)
+        reads = [torch.bmm(z_j.unsqueeze(1), M).squeeze(1) for z_j, M in zip(z, Ms)]  # (3), (11)
+        c_t = torch.addmm(c_o[:, t], torch.cat(reads, dim=1), W_cm.t())  # (4), (12)
+        inp = c_t if keep is None else c_t * keep[:, t]
+        for layer in range(layers):  # (5), (13)
+            W_ih, W_hh, b = lstm[3 * layer : 3 * layer + 3]
+            i, f, gg, og = torch.addmm(b, inp, W_ih.t()).addmm_(hw[layer], W_hh.t()).chunk(4, dim=1)
+            i, f, gg, og = torch.sigmoid(i), torch.sigmoid(f), torch.tanh(gg), torch.sigmoid(og)
+            cw[layer] = f * cw[layer] + i * gg
+            hw[layer] = inp = og * torch.tanh(cw[layer])
+        h_t = inp
+        # (6), (15): M (1 - z e_k^T) + z h^T, the outer product as a batched matmul
+        Ms = [torch.baddbmm(M * (1 - z_j).unsqueeze(2), z_j.unsqueeze(2), h_t.unsqueeze(1)) for M, z_j in zip(Ms, z)]
+        hs.append(h_t)
+        for lst, z_j in zip(zs, z):
+            lst.append(z_j)
+    zs = [torch.stack(lst, dim=1) for lst in zs]
+    return torch.stack(hs, dim=1), zs[0], Ms[0], *Ms[1:], *zs[1:]
+
+
+class _NSELoop(torch.autograd.Function):
+    """The time loop with a hand-written backward pass: no autograd graph per step, every buffer
+    preallocated (time-major), and the weight gradients summed over all steps in one matmul each."""
+
+    @staticmethod
+    def forward(ctx, o, c_o, keep, masks, layers, M0, *rest):
+        n = len(masks) - 1
+        M0s, (W_cm, *lstm) = [M0, *rest[:n]], rest[n:]
+        B, T, k = o.shape
+        store = any(ctx.needs_input_grad)  # keep what the backward pass needs only when there is one
+        steps = T + 1 if store else 2  # every M_t for the backward pass, else two alternating buffers
+        mem = [M.new_empty(steps, B, M.size(1), k) for M in M0s]  # M_t, M_t^n  (steps, B, S, k)
+        for buf, M in zip(mem, M0s):
+            buf[0] = M
+        live = masks[0].t().to(o.dtype).unsqueeze(2)  # (T, B, 1)
+        o_tm = o.transpose(0, 1).contiguous()  # (T, B, k)
+        c_tm = c_o.transpose(0, 1)  # (T, B, N)
+        keep_tm = None if keep is None else keep.transpose(0, 1)
+        z_all = [o.new_empty(T, B, M.size(1)) for M in M0s]  # (2), (10)
+        reads = o.new_empty(T, B, (n + 1) * k)  # [m_{r,t}; m_{r,t}^n ..]  (3), (11)
+        c_in = o.new_empty(T, B, c_o.size(2))  # the write LSTM's input: c_t after dropout
+        gates = o.new_empty(layers, T, B, 4 * k)  # activated gates
+        cells = o.new_zeros(layers, T + 1, B, k)  # c^l_t, index 0 = the zero initial state
+        hid = o.new_zeros(layers, T + 1, B, k)  # h^l_t
+        W_cmT = W_cm.t()
+        for t in range(T):
+            cur, nxt = (t, t + 1) if store else (t % 2, (t + 1) % 2)
+            for j, (buf, m, z) in enumerate(zip(mem, masks, z_all)):
+                M = buf[cur]
+                z_t = _keys(M, o_tm[t], m, live[t])  # (2), (10)
+                z[t] = z_t
+                reads[t, :, j * k : (j + 1) * k] = torch.bmm(z_t.unsqueeze(1), M).squeeze(1)  # (3), (11)
+            c_t = torch.addmm(c_tm[t], reads[t], W_cmT, out=c_in[t])  # (4), (12)
+            if keep_tm is not None:
+                c_t.mul_(keep_tm[t])
+            inp = c_t
+            for layer in range(layers):  # (5), (13)
+                W_ih, W_hh, b = lstm[3 * layer : 3 * layer + 3]
+                g = torch.addmm(b, inp, W_ih.t(), out=gates[layer, t]).addmm_(hid[layer, t], W_hh.t())
+                i, f, gg, og = _lstm_gates(g).chunk(4, dim=1)
+                c = torch.mul(f, cells[layer, t], out=cells[layer, t + 1]).addcmul_(i, gg)
+                inp = torch.mul(og, torch.tanh(c), out=hid[layer, t + 1])
+            h_t = inp
+            for buf, z in zip(mem, z_all):  # (6), (15): M (1 - z e_k^T) + z h^T
+                torch.mul(buf[cur], (1 - z[t]).unsqueeze(2), out=buf[nxt])
+                buf[nxt].baddbmm_(z[t].unsqueeze(2), h_t.unsqueeze(1))
+        if store:
+            ctx.save_for_backward(o_tm, keep_tm, *mem, *z_all, reads, c_in, gates, cells, hid, W_cm, *lstm)
+        ctx.n, ctx.layers = n, layers
+        final = T if store else T % 2
+        h = hid[layers - 1, 1:].transpose(0, 1)  # (B, T, k)
+        zs = [z.transpose(0, 1) for z in z_all]
+        ctx.mark_non_differentiable(*zs)
+        ctx.set_materialize_grads(False)
+        return h, zs[0], *(buf[final] for buf in mem), *zs[1:]
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, grad_h, _grad_z, *grads):
+        n, L = ctx.n, ctx.layers
+        o_tm, keep_tm, *saved = ctx.saved_tensors
+        mem, z_all = saved[: n + 1], saved[n + 1 : 2 * n + 2]
+        reads, c_in, gates, cells, hid, W_cm, *lstm = saved[2 * n + 2 :]
+        T, B, k = o_tm.shape
+        dM = [g.clone() if g is not None else buf.new_zeros(buf.shape[1:]) for g, buf in zip(grads[: n + 1], mem)]
+        dh_rec = [o_tm.new_zeros(B, k) for _ in range(L)]  # d h^l_t from step t + 1's W_hh
+        dc_rec = [o_tm.new_zeros(B, k) for _ in range(L)]  # d c^l_t from step t + 1
+        dgates = o_tm.new_empty(L, T, B, 4 * k)
+        dc_all = o_tm.new_empty(T, B, c_in.size(2))  # d c_t (before dropout) = d c_o
+        do = o_tm.new_empty(T, B, k)
+        grad_h_tm = None if grad_h is None else grad_h.transpose(0, 1)
+        for t in reversed(range(T)):
+            h_t = hid[L - 1, t + 1]
+            dh = dh_rec[L - 1] if grad_h_tm is None else dh_rec[L - 1] + grad_h_tm[t]
+            dz = []
+            for buf, z, g in zip(mem, z_all, dM):  # (6), (15) backward; g: d M_t -> d M_{t-1}
+                M, z_t = buf[t], z[t]
+                dh = dh + torch.bmm(z_t.unsqueeze(1), g).squeeze(1)  # sum_i z_i dM_i
+                dz.append(torch.bmm(g, h_t.unsqueeze(2)).squeeze(2) - (g * M).sum(2))  # dM_i . (h_t - M_i)
+                g.mul_((1 - z_t).unsqueeze(2))
+            d_inp = None  # d of the layer's input, from the layer above
+            for layer in reversed(range(L)):  # (5), (13) backward
+                W_ih, W_hh, _ = lstm[3 * layer : 3 * layer + 3]
+                if d_inp is not None:
+                    dh = d_inp + dh_rec[layer]
+                i, f, gg, og = gates[layer, t].chunk(4, dim=1)
+                tanh_c = torch.tanh(cells[layer, t + 1])
+                dc = (dh * og * (1 - tanh_c * tanh_c)).add_(dc_rec[layer])
+                d = dgates[layer, t]
+                di, df, dg, dog = d.chunk(4, dim=1)
+                torch.mul(dc, gg, out=di).mul_(i * (1 - i))
+                torch.mul(dc, cells[layer, t], out=df).mul_(f * (1 - f))
+                torch.mul(dc, i, out=dg).mul_(1 - gg * gg)
+                torch.mul(dh, tanh_c, out=dog).mul_(og * (1 - og))
+                dc_rec[layer] = dc * f
+                dh_rec[layer] = d @ W_hh
+                d_inp = d @ W_ih
+            dcc = d_inp if keep_tm is None else d_inp * keep_tm[t]
+            dc_all[t] = dcc
+            dr = dcc @ W_cm  # d [m_{r,t}; m_{r,t}^n ..]
+            o_t = o_tm[t]
+            do_t = None
+            for j, (buf, z, g) in enumerate(zip(mem, z_all, dM)):
+                M, z_t = buf[t], z[t]
+                dm = dr[:, j * k : (j + 1) * k]
+                dz_j = dz[j] + torch.bmm(M, dm.unsqueeze(2)).squeeze(2)  # (3) m = z^T M
+                ds = z_t * (dz_j - (z_t * dz_j).sum(1, keepdim=True))  # (2) softmax, over the real slots
+                d_o = torch.bmm(ds.unsqueeze(1), M).squeeze(1)  # s = M o_t
+                do_t = d_o if do_t is None else do_t + d_o
+                g.baddbmm_(torch.stack([z_t, ds], dim=2), torch.stack([dm, o_t], dim=1))  # z dm^T + ds o_t^T
+            do[t] = do_t
+        # the weight gradients, summed over all steps at once
+        flat = lambda x: x.reshape(-1, x.size(-1))  # noqa: E731
+        d_weights = [flat(dc_all).t() @ flat(reads)]  # W_c^m
+        for layer in range(L):
+            inp = c_in if layer == 0 else hid[layer - 1, 1:]
+            dg = flat(dgates[layer])
+            d_weights += [dg.t() @ flat(inp), dg.t() @ flat(hid[layer, :-1]), dg.sum(0)]
+        return (do.transpose(0, 1), dc_all.transpose(0, 1), None, None, None, *dM, *d_weights)
+
+
+def build_nse_reader(cfg: NSEConfig, input_size: int) -> NSEReader:
+    return NSEReader(cfg, input_size)

@@ -1,0 +1,274 @@
+"""Two texts in, one decision out: natural language inference (SNLI) and answer sentence selection
+(WikiQA), with any reader as the encoder.
+
+The pair is ``(first, second)``: SNLI (premise, hypothesis); WikiQA (candidate sentence, question),
+because MMA-NSE "first encodes the answers and then the questions by accessing its own and the answer
+encoding memories" (Munkhdalai & Yu, section 4.2). Encoders (``encoder``):
+
+- ``siamese``: one reader encodes both texts (NSE on SNLI, section 4.1);
+- ``two``: two readers of the same ``[reader]`` config, one per text (the LSTMN paper's two LSTMs or
+  LSTMNs, section 5.3);
+- ``mma``: an NSE encodes the first text; an MMA-NSE (``shared = 1``, eq. 7-15) reads the second while
+  reading and writing the first text's final memory;
+- ``mma_attention``: ``mma``, and the first text is summarised by attention over its NSE outputs
+  ``{h^1_t}`` with respect to the second text's representation (section 4.1, "MMA-NSE attention":
+  ``u = sum_t alpha_t h^1_t``, ``alpha = softmax(w^T tanh(W_y h^1_t + W_h v))``).
+
+Each text is pooled into one vector (``pool``: ``last`` = NSE's h_T, ``mean`` = the LSTMN's mean of
+its hidden tape), and the classifier sees ``features``: ``nse`` = ``[u; v; |u - v|; u * v]`` (NSE,
+following Bowman et al. 2016) or ``concat`` = ``[u; v]`` (LSTMN), through one ReLU layer (``mlp``:
+1024 in both papers) to a softmax over the three SNLI labels, or, for WikiQA, one sigmoid unit
+(eq. 16) trained with the sigmoid cross-entropy.
+
+WikiQA is evaluated per question: evaluation batches hold whole questions, and MAP and MRR are taken
+over the questions the usual filtered protocol keeps (:mod:`memread.metrics`); ``accuracy`` there is
+the share of candidates classified right at p = 0.5.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from memread import metrics
+from memread.data.batching import batch_order, pad
+from memread.data.snli import PairExample, read_snli, snli_path
+from memread.data.vocab import Vocab
+from memread.data.wikiqa import read_wikiqa, wikiqa_path
+from memread.errors import MemreadError
+from memread.modules.attention import AdditiveAttention
+from memread.modules.word_embedding import WordEmbedding
+from memread.readers import build_reader
+from memread.tasks.base import ModelOutput
+from memread.tasks.text_inputs import classification_stats, mlp_classifier, pool, vectors_path, vocabulary
+
+
+@dataclass
+class PairTaskConfig:
+    name: Literal["pair"] = "pair"
+    dataset: Literal["snli", "wikiqa"] = "snli"
+    encoder: Literal["siamese", "two", "mma", "mma_attention"] = "siamese"
+    features: Literal["nse", "concat"] = "nse"
+    pool: Literal["mean", "last", "max"] = "last"
+    emb: int = 300  # must equal the vectors' size when task.vectors is set
+    vectors: str = ""  # GloVe-format file under the data root
+    oov: Literal["zero", "gaussian"] = "zero"
+    freeze: bool = False
+    first_epoch_scale: float = 1.0  # LSTMN, SNLI: 0.0 ("only OOV vectors updated in the first epoch")
+    lowercase: bool = True
+    emb_dropout: float = 0.0
+    mlp: int = 1024
+    dropout: float = 0.3
+    min_count: int = 1
+    bucket: int = 0
+
+    def __post_init__(self) -> None:
+        if self.freeze and self.first_epoch_scale != 1.0:
+            raise MemreadError("task.first_epoch_scale has no effect with task.freeze = true; set one of them")
+
+
+@dataclass
+class PairEncoding:
+    u: Tensor  # (B, H) the first text
+    v: Tensor  # (B, H) the second text
+    attention: Tensor | None = None  # (B, T1) mma_attention: the weights over the first text
+
+
+class PairEncoder(nn.Module):
+    """Two texts' embeddings -> one vector each, by the ``encoder`` scheme above."""
+
+    def __init__(self, encoder: str, how: str, first: nn.Module, second: nn.Module | None):
+        super().__init__()
+        self.encoder, self.how = encoder, how
+        self.first = first
+        self.second = second  # None: siamese
+        if encoder == "mma_attention":
+            H = first.output_size
+            self.attention = AdditiveAttention(H, H, H)
+
+    def forward(self, x1: Tensor, m1: Tensor, x2: Tensor, m2: Tensor) -> PairEncoding:
+        r1 = self.first(x1, m1)
+        second = self.second if self.second is not None else self.first
+        shared = {"shared": [(r1.memory, m1)]} if self.encoder in ("mma", "mma_attention") else {}
+        r2 = second(x2, m2, **shared)
+        v = pool(r2.states, m2, self.how)
+        if self.encoder == "mma_attention":
+            alpha = self.attention(v, r1.states, m1)  # (B, T1)
+            u = torch.bmm(alpha.unsqueeze(1), r1.states).squeeze(1)  # (B, H)
+            return PairEncoding(u, v, alpha)
+        return PairEncoding(pool(r1.states, m1, self.how), v)
+
+
+def pair_features(u: Tensor, v: Tensor, kind: str) -> Tensor:
+    if kind == "nse":
+        return torch.cat([u, v, (u - v).abs(), u * v], dim=-1)  # (B, 4H)
+    return torch.cat([u, v], dim=-1)  # (B, 2H)
+
+
+class PairClassifier(nn.Module):
+    def __init__(self, vocab_size: int, cfg: PairTaskConfig, encoder: PairEncoder, pad_id: int, outputs: int):
+        super().__init__()
+        self.features = cfg.features
+        self.embedding = WordEmbedding(vocab_size, cfg.emb, pad_id, cfg.freeze, cfg.first_epoch_scale)
+        self.drop = nn.Dropout(cfg.emb_dropout)
+        self.encoder = encoder
+        H = encoder.first.output_size
+        self.classifier = mlp_classifier((4 if cfg.features == "nse" else 2) * H, cfg.mlp, outputs, cfg.dropout)
+
+    def encode(self, batch: dict) -> PairEncoding:
+        x1 = self.drop(self.embedding(batch["first"]))
+        x2 = self.drop(self.embedding(batch["second"]))
+        return self.encoder(x1, batch["first_mask"], x2, batch["second_mask"])
+
+    def forward(self, batch: dict, state=None, return_attention: bool = False) -> ModelOutput:
+        if self.training and "epoch" in batch:
+            self.embedding.set_epoch(batch["epoch"])
+        enc = self.encode(batch)
+        logits = self.classifier(pair_features(enc.u, enc.v, self.features))  # (B, C) or (B, 1)
+        if logits.size(-1) > 1:
+            loss, stats = classification_stats(logits, batch["label"])
+            return ModelOutput(loss=loss, stats=stats, logits=logits, attention=enc.attention)
+        return self._answer_selection(logits.squeeze(-1), batch, enc)
+
+    def _answer_selection(self, scores: Tensor, batch: dict, enc: PairEncoding) -> ModelOutput:
+        """Sigmoid cross-entropy (eq. 16); MAP/MRR statistics when the batch holds whole questions."""
+        labels = batch["label"].to(scores.dtype)
+        nll = F.binary_cross_entropy_with_logits(scores, labels, reduction="none")  # (B,)
+        stats = {"nll": nll.sum().detach(), "correct": ((scores > 0) == (labels > 0.5)).sum().detach(),
+                 "count": torch.tensor(float(len(labels)))}
+        if "question" in batch:
+            questions = batch["question"]
+            ranked = metrics.map_mrr((scores[questions == q].tolist(), batch["label"][questions == q].tolist())
+                                     for q in questions.unique().tolist())
+            n = ranked["questions"]
+            stats.update(ap=torch.tensor(ranked["map"] * n), rr=torch.tensor(ranked["mrr"] * n), questions=torch.tensor(float(n)))
+        return ModelOutput(loss=nll.mean(), stats=stats, logits=scores, attention=enc.attention)
+
+
+class PairBatches(Sequence):
+    def __init__(self, encoded: list[dict], groups: list[list[int]], pad_id: int, epoch: int | None):
+        self.encoded, self.groups, self.pad_id, self.epoch = encoded, groups, pad_id, epoch
+
+    def __len__(self) -> int:
+        return len(self.groups)
+
+    def __getitem__(self, i: int) -> dict:
+        if not 0 <= i < len(self):
+            raise IndexError(i)
+        items = [self.encoded[j] for j in self.groups[i]]
+        first, first_mask = pad([e["first"] for e in items], self.pad_id)
+        second, second_mask = pad([e["second"] for e in items], self.pad_id)
+        batch = {"first": first, "first_mask": first_mask, "second": second, "second_mask": second_mask,
+                 "label": torch.tensor([e["label"] for e in items], dtype=torch.long)}
+        if self.epoch is not None:
+            batch["epoch"] = self.epoch
+        elif "question" in items[0]:
+            batch["question"] = torch.tensor([e["question"] for e in items], dtype=torch.long)
+        return batch
+
+
+def question_batches(questions: list[int], batch_size: int) -> list[list[int]]:
+    """Evaluation batches of whole questions: candidates in file order, a batch closed once it holds
+    ``batch_size`` candidates (a question is never split)."""
+    groups: list[list[int]] = []
+    current: list[int] = []
+    for i, q in enumerate(questions):
+        if current and questions[current[-1]] != q and len(current) >= batch_size:
+            groups.append(current)
+            current = []
+        current.append(i)
+    if current:
+        groups.append(current)
+    return groups
+
+
+class PairTask:
+    name = "pair"
+    Config = PairTaskConfig
+    higher_is_better = True
+    default_eval_batch_size = 128
+
+    def __init__(self, cfg: PairTaskConfig, data_root: Path, vocab: Vocab | None = None,
+                 examples: dict[str, list[PairExample]] | None = None):
+        self.cfg = cfg
+        self.data_root = Path(data_root)
+        self.selection_metric = "map" if cfg.dataset == "wikiqa" else "accuracy"
+        self._examples: dict[str, list[PairExample]] = dict(examples or {})
+        self._questions: dict[str, list[int]] = {}  # wikiqa: question index of every candidate
+        self._encoded: dict[str, list[dict]] = {}
+        self.dropped: dict[str, int] = {}
+        self.vectors: dict[str, list[float]] | None = None
+        if vocab is None:
+            path = vectors_path(self.data_root, cfg.vectors) if cfg.vectors else None
+            others = [t for s in ("valid", "test") for e in self.examples(s) for t in (self._words(e.first), self._words(e.second))]
+            train = (t for e in self.examples("train") for t in (self._words(e.first), self._words(e.second)))
+            vocab, self.vectors = vocabulary(train, others, path, cfg.min_count)
+        self.vocab = vocab
+
+    def _words(self, tokens) -> list[str]:
+        return [w.lower() for w in tokens] if self.cfg.lowercase else list(tokens)
+
+    def examples(self, split: str) -> list[PairExample]:
+        if split not in self._examples:
+            if self.cfg.dataset == "snli":
+                self._examples[split], self.dropped[split] = read_snli(snli_path(self.data_root, split))
+            else:
+                candidates = read_wikiqa(wikiqa_path(self.data_root, split))
+                qids: dict[str, int] = {}
+                self._questions[split] = [qids.setdefault(c.qid, len(qids)) for c in candidates]
+                self._examples[split] = [PairExample(c.sentence, c.question, c.label) for c in candidates]
+            if not self._examples[split]:
+                raise MemreadError(f"the {split} split of {self.cfg.dataset} has no examples")
+        return self._examples[split]
+
+    def batches(self, split: str, batch_size: int, epoch: int = 0, seed: int = 0) -> PairBatches:
+        if split not in self._encoded:
+            enc = [{"first": self.vocab.encode(self._words(e.first)), "second": self.vocab.encode(self._words(e.second)),
+                    "label": e.label} for e in self.examples(split)]
+            for e, q in zip(enc, self._questions.get(split, ())):
+                e["question"] = q
+            self._encoded[split] = enc
+        enc = self._encoded[split]
+        if split == "train":
+            g = torch.Generator().manual_seed(seed * 1_000_003 + epoch)
+            groups = batch_order([len(e["first"]) + len(e["second"]) for e in enc], batch_size, self.cfg.bucket, g)
+            return PairBatches(enc, groups, self.vocab.pad_id, epoch)
+        if split in self._questions:
+            groups = question_batches(self._questions[split], batch_size)
+        else:
+            groups = batch_order([len(e["first"]) + len(e["second"]) for e in enc], batch_size, self.cfg.bucket, None)
+        return PairBatches(enc, groups, self.vocab.pad_id, None)
+
+    def build_model(self, reader_cfg) -> PairClassifier:
+        cfg = self.cfg
+        if cfg.encoder in ("mma", "mma_attention"):
+            if reader_cfg.name != "nse":
+                raise MemreadError(f"task.encoder = {cfg.encoder!r} needs reader.name = \"nse\", got {reader_cfg.name!r}")
+            first = build_reader(dataclasses.replace(reader_cfg, shared=0), cfg.emb)
+            second = build_reader(dataclasses.replace(reader_cfg, shared=1), cfg.emb)
+        else:
+            first = build_reader(reader_cfg, cfg.emb)
+            second = build_reader(reader_cfg, cfg.emb) if cfg.encoder == "two" else None
+        encoder = PairEncoder(cfg.encoder, cfg.pool, first, second)
+        model = PairClassifier(len(self.vocab), cfg, encoder, self.vocab.pad_id, 1 if cfg.dataset == "wikiqa" else 3)
+        if self.vectors is not None:
+            model.embedding.load_vectors(self.vocab.itos, self.vectors, cfg.oov, seed=0)
+        return model
+
+    def summarize(self, stats: dict[str, float]) -> dict[str, float]:
+        n = max(stats["count"], 1.0)
+        out = {"accuracy": stats["correct"] / n, "nll": stats["nll"] / n, "count": stats["count"]}
+        if self.cfg.dataset == "wikiqa":
+            q = stats.get("questions", 0.0)
+            out.update(map=stats["ap"] / q if q else 0.0, mrr=stats["rr"] / q if q else 0.0, questions=q)
+        return out
+
+    def tokens_in(self, batch: dict) -> int:
+        return int(batch["first_mask"].sum() + batch["second_mask"].sum())
