@@ -153,6 +153,7 @@ def entailment(n: int, seed: int) -> list[PairExample]:
 
 
 @pytest.mark.parametrize("encoder,reader", [("siamese", RNNReaderConfig(hidden=16)), ("two", RNNReaderConfig(hidden=16)),
+                                            ("attention", RNNReaderConfig(hidden=16)),
                                             ("mma", NSEConfig(hidden=16)), ("mma_attention", NSEConfig(hidden=16))])
 def test_tiny_pair_classifier_learns(tmp_path, encoder, reader):
     ex = {"train": entailment(600, 0), "valid": entailment(50, 1), "test": entailment(150, 2)}

@@ -10,9 +10,12 @@ encoding memories" (Munkhdalai & Yu, section 4.2). Encoders (``encoder``):
   LSTMNs, section 5.3);
 - ``mma``: an NSE encodes the first text; an MMA-NSE (``shared = 1``, eq. 7-15) reads the second while
   reading and writing the first text's final memory;
-- ``mma_attention``: ``mma``, and the first text is summarised by attention over its NSE outputs
-  ``{h^1_t}`` with respect to the second text's representation (section 4.1, "MMA-NSE attention":
-  ``u = sum_t alpha_t h^1_t``, ``alpha = softmax(w^T tanh(W_y h^1_t + W_h v))``).
+- ``attention``: ``two``, and the first text is summarised by attention over its reader's outputs
+  ``{h^1_t}`` with respect to the second text's representation ``v``:
+  ``u = sum_t alpha_t h^1_t``, ``alpha = softmax(w^T tanh(W_y h^1_t + W_h v))`` (the "LSTMs attention"
+  baselines of both NSE tables, Rocktaschel et al. 2016 and Miao et al. 2016, with their readers);
+- ``mma_attention``: ``mma`` with that attention over the first text's NSE outputs (section 4.1,
+  "MMA-NSE attention").
 
 Each text is pooled into one vector (``pool``: ``last`` = NSE's h_T, ``mean`` = the LSTMN's mean of
 its hidden tape), and the classifier sees ``features``: ``nse`` = ``[u; v; |u - v|; u * v]`` (NSE,
@@ -54,7 +57,7 @@ from memread.tasks.text_inputs import classification_stats, mlp_classifier, pool
 class PairTaskConfig:
     name: Literal["pair"] = "pair"
     dataset: Literal["snli", "wikiqa"] = "snli"
-    encoder: Literal["siamese", "two", "mma", "mma_attention"] = "siamese"
+    encoder: Literal["siamese", "two", "attention", "mma", "mma_attention"] = "siamese"
     features: Literal["nse", "concat"] = "nse"
     pool: Literal["mean", "last", "max"] = "last"
     emb: int = 300  # must equal the vectors' size when task.vectors is set
@@ -89,7 +92,8 @@ class PairEncoder(nn.Module):
         self.encoder, self.how = encoder, how
         self.first = first
         self.second = second  # None: siamese
-        if encoder == "mma_attention":
+        self.attention = None
+        if encoder in ("attention", "mma_attention"):
             H = first.output_size
             self.attention = AdditiveAttention(H, H, H)
 
@@ -99,7 +103,7 @@ class PairEncoder(nn.Module):
         shared = {"shared": [(r1.memory, m1)]} if self.encoder in ("mma", "mma_attention") else {}
         r2 = second(x2, m2, **shared)
         v = pool(r2.states, m2, self.how)
-        if self.encoder == "mma_attention":
+        if self.attention is not None:
             alpha = self.attention(v, r1.states, m1)  # (B, T1)
             u = torch.bmm(alpha.unsqueeze(1), r1.states).squeeze(1)  # (B, H)
             return PairEncoding(u, v, alpha)
@@ -255,7 +259,7 @@ class PairTask:
             second = build_reader(dataclasses.replace(reader_cfg, shared=1), cfg.emb)
         else:
             first = build_reader(reader_cfg, cfg.emb)
-            second = build_reader(reader_cfg, cfg.emb) if cfg.encoder == "two" else None
+            second = build_reader(reader_cfg, cfg.emb) if cfg.encoder != "siamese" else None
         encoder = PairEncoder(cfg.encoder, cfg.pool, first, second)
         model = PairClassifier(len(self.vocab), cfg, encoder, self.vocab.pad_id, 1 if cfg.dataset == "wikiqa" else 3)
         if self.vectors is not None:
