@@ -17,3 +17,4 @@ run kvp --batch 64 --steps 20 --emb 300 --hidden 300 --vocab 10000 --set window=
 run ngram --batch 64 --steps 20 --emb 300 --hidden 300 --vocab 10000 --set n=4 --match-params     # issue 7: >= 0.95
 run iaa                                                                                  # issue 8: >= 0.9
 run nse --batch 32 --steps 30 --emb 300 --hidden 300                                     # issue 4: >= 0.5
+run lstmn-deep-fusion                                                                     # issue 5: >= 0.4

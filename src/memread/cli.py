@@ -15,6 +15,8 @@
     memread match-params READER --vocab V   the reader's hidden size whose LM matches the LSTM LM's size
     memread cbt-lm RUN_DIR FILE...          a language model's accuracy on CBT-format cloze files
     memread attention-span RUN_DIR...       average attention by history position (table + PNGs)
+    memread translate RUN_DIR < SOURCE      translate tokenized sentences (one a line) with a translation run
+    memread bleu RUN_DIR [--split test]     decode a split, print corpus BLEU with sacrebleu's signature
 
 Errors caused by input print one line ``memread: error: ...`` and exit with status 2.
 """
@@ -78,11 +80,19 @@ def cmd_quickstart(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_bench(args: argparse.Namespace) -> int:
-    if args.reader == "iaa":  # a (query, document) reader: its own bench against the AS Reader
-        from memread.bench_cloze import bench_iaa_command
+# benches of readers that are not one sequence in, states out: each against its named baseline
+SPECIAL_BENCHES = {
+    "iaa": ("memread.bench_cloze", "bench_iaa_command"),  # (query, document) reader vs the AS Reader
+    "lstmn-deep-fusion": ("memread.bench_fusion", "bench_deep_fusion_command"),  # decoder vs LSTM + attention
+}
 
-        print(json.dumps(bench_iaa_command(args)))
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    if args.reader in SPECIAL_BENCHES:
+        import importlib
+
+        module, function = SPECIAL_BENCHES[args.reader]
+        print(json.dumps(getattr(importlib.import_module(module), function)(args)))
         return 0
     from memread.bench import bench
 
@@ -188,6 +198,58 @@ def cmd_attention_span(args: argparse.Namespace) -> int:
     (out / "attention_by_position.json").write_text(json.dumps({"split": args.split, "runs": rows}, indent=2) + "\n", encoding="utf-8")
     print(f"wrote {out / 'attention_by_position.png'}, {out / 'attention_by_position.json'} and attention_document_*.png",
           file=sys.stderr)
+    return 0
+
+
+def _trained_translator(args: argparse.Namespace):
+    from memread.data.root import data_root
+    from memread.experiment import load_trained, read_run_config
+
+    run_dir = Path(args.run_dir)
+    cfg = read_run_config(run_dir)
+    if cfg.task.name != "translate":
+        raise MemreadError(f"{run_dir}: a {cfg.task.name!r} run; {args.command} needs a translation run (task.name = \"translate\")")
+    return load_trained(run_dir, data_root(args.data_root), args.checkpoint)
+
+
+def _decoding_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--beam", type=int, default=1, help="beam size (1: greedy decoding, as the NSE paper)")
+    p.add_argument("--alpha", type=float, default=1.0, help="length normalisation: score / length^alpha (0: none)")
+    p.add_argument("--max-len", type=int, default=50, help="at most this many target words per sentence")
+    p.add_argument("--batch-size", type=int, default=64, help="sentences decoded together")
+    p.add_argument("--checkpoint", default="best", choices=["best", "last"])
+
+
+def _check_decoding(args: argparse.Namespace) -> None:
+    if args.beam < 1 or args.max_len < 1 or args.batch_size < 1:
+        raise MemreadError(f"--beam, --max-len and --batch-size must be at least 1, got {args.beam}, {args.max_len}, {args.batch_size}")
+
+
+def cmd_translate(args: argparse.Namespace) -> int:
+    _check_decoding(args)
+    _, task, model = _trained_translator(args)
+    sources = [line.lower().split() for line in sys.stdin.read().splitlines()]
+    for words in task.translate(model, sources, args.beam, args.alpha, args.max_len, args.batch_size):
+        print(" ".join(words))
+    return 0
+
+
+def cmd_bleu(args: argparse.Namespace) -> int:
+    from memread.bleu import corpus_bleu
+
+    _check_decoding(args)
+    _, task, model = _trained_translator(args)
+    pairs = task.pairs(args.split)
+    hyps = [" ".join(w) for w in task.translate(model, [list(p.source) for p in pairs], args.beam, args.alpha,
+                                                  args.max_len, args.batch_size)]
+    result = corpus_bleu(hyps, [" ".join(p.target) for p in pairs])
+    record = {"run_dir": args.run_dir, "split": args.split, "checkpoint": args.checkpoint, "beam": args.beam,
+              "alpha": args.alpha, "max_len": args.max_len, **result.to_dict()}
+    run_dir = Path(args.run_dir)
+    (run_dir / f"translations_{args.split}.txt").write_text("".join(h + "\n" for h in hyps), encoding="utf-8")
+    (run_dir / f"bleu_{args.split}.json").write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
+    print(f"BLEU = {result.bleu:.2f} ({args.split}, {result.sentences} sentences) {result.signature}", file=sys.stderr)
+    print(json.dumps(record))
     return 0
 
 
@@ -310,6 +372,19 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--tokens", type=int, default=40, help="tokens of that document to draw")
     _add_data_root(p)
     p.set_defaults(func=cmd_attention_span)
+
+    p = sub.add_parser("translate", help="translate tokenized sentences from stdin (one a line, lowercased as the training data) with a translation run")
+    p.add_argument("run_dir")
+    _decoding_options(p)
+    _add_data_root(p)
+    p.set_defaults(func=cmd_translate)
+
+    p = sub.add_parser("bleu", help="decode a split of a translation run; corpus BLEU (sacrebleu, tokenized text)")
+    p.add_argument("run_dir")
+    p.add_argument("--split", default="test", choices=["train", "valid", "test"])
+    _decoding_options(p)
+    _add_data_root(p)
+    p.set_defaults(func=cmd_bleu)
 
     p = sub.add_parser("ensemble", help="accuracy of the averaged answer distributions of cloze runs")
     p.add_argument("run_dirs", nargs="+")

@@ -391,12 +391,15 @@ class LSTMNReader(nn.Module):
         }
 
     def forward(self, x: Tensor, mask: Tensor | None = None, state: dict | None = None,
-                return_attention: bool = False) -> ReaderOutput:
+                return_attention: bool = False, return_cells: bool = False) -> ReaderOutput:
         """x (B, T, E), mask (B, T) bool (True = real, right-padded), state from a previous call.
 
         Returns states (B, T, H): the top layer's h_t; memory (B, S, H): the top layer's hidden tape
         over the carried slots and this segment (S = S0 + T), memory_mask (B, S); state (see the
-        module docstring); attention (B, T, S): the top layer's weights s^t, if asked for.
+        module docstring); attention (B, T, S): the top layer's weights s^t, if asked for. With
+        ``return_cells`` the state also holds ``"cells"`` (B, S, H): the top layer's memory tape
+        ``c_1 .. c_S``, aligned with ``memory`` (what a deep-fusion decoder reads as the source memory
+        tape A, :mod:`memread.readers.lstmn_fusion`); passed back as a state, that key is ignored.
         """
         B, T, _ = x.shape
         if mask is None:
@@ -428,11 +431,14 @@ class LSTMNReader(nn.Module):
         lengths = mask.sum(dim=1)  # (B,)
         slot_ids = torch.arange(S0 + T, device=x.device)
         memory_mask = (slot_ids >= (S0 - n0).unsqueeze(1)) & (slot_ids < (S0 + lengths).unsqueeze(1))  # (B, S)
+        carried = self._carry(state, H_tapes, C_tapes, h_tildes, lengths, uniform=start is None)
+        if return_cells:
+            carried["cells"] = C_tapes[-1]  # the top layer's memory tape  (B, S0 + T, H)
         return ReaderOutput(
             states=H_tapes[-1][:, S0:],  # h_t of the top layer  (B, T, H)
             memory=H_tapes[-1],  # (B, S0 + T, H)
             memory_mask=memory_mask,
-            state=self._carry(state, H_tapes, C_tapes, h_tildes, lengths, uniform=start is None),
+            state=carried,
             attention=s if return_attention else None,
         )
 

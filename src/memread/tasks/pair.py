@@ -15,7 +15,14 @@ encoding memories" (Munkhdalai & Yu, section 4.2). Encoders (``encoder``):
   ``u = sum_t alpha_t h^1_t``, ``alpha = softmax(w^T tanh(W_y h^1_t + W_h v))`` (the "LSTMs attention"
   baselines of both NSE tables, Rocktaschel et al. 2016 and Miao et al. 2016, with their readers);
 - ``mma_attention``: ``mma`` with that attention over the first text's NSE outputs (section 4.1,
-  "MMA-NSE attention").
+  "MMA-NSE attention");
+- ``shallow_fusion`` / ``deep_fusion``: an LSTMN (``[reader]``, which must be ``lstmn``) reads the first
+  text; an LSTMN decoder of the same ``hidden`` (:class:`memread.readers.lstmn_fusion.LSTMNFusionDecoder`)
+  reads the second conditioned on the first's tapes (the LSTMN paper's "LSTMN shallow / deep fusion",
+  sections 4 and 5.3): shallow fusion attends to the first text's hidden tape RNNSearch-style, deep
+  fusion also gates its attended memory tape into the decoder's memory (eq. 10-15). The second text is
+  represented by the decoder's outputs: for deep fusion its hidden tape ``h_t``; for shallow fusion the
+  outputs ``tanh(W_o [h_t; ctx_t])`` that combine it with the attended first text (see that module).
 
 Each text is pooled into one vector (``pool``: ``last`` = NSE's h_T, ``mean`` = the LSTMN's mean of
 its hidden tape), and the classifier sees ``features``: ``nse`` = ``[u; v; |u - v|; u * v]`` (NSE,
@@ -49,6 +56,7 @@ from memread.errors import MemreadError
 from memread.modules.attention import AdditiveAttention
 from memread.modules.word_embedding import WordEmbedding
 from memread.readers import build_reader
+from memread.readers.lstmn_fusion import FusionConfig, LSTMNFusionDecoder
 from memread.tasks.base import ModelOutput
 from memread.tasks.text_inputs import classification_stats, mlp_classifier, pool, vectors_path, vocabulary
 
@@ -57,7 +65,7 @@ from memread.tasks.text_inputs import classification_stats, mlp_classifier, pool
 class PairTaskConfig:
     name: Literal["pair"] = "pair"
     dataset: Literal["snli", "wikiqa"] = "snli"
-    encoder: Literal["siamese", "two", "attention", "mma", "mma_attention"] = "siamese"
+    encoder: Literal["siamese", "two", "attention", "mma", "mma_attention", "shallow_fusion", "deep_fusion"] = "siamese"
     features: Literal["nse", "concat"] = "nse"
     pool: Literal["mean", "last", "max"] = "last"
     emb: int = 300  # must equal the vectors' size when task.vectors is set
@@ -84,6 +92,9 @@ class PairEncoding:
     attention: Tensor | None = None  # (B, T1) mma_attention: the weights over the first text
 
 
+FUSION = {"shallow_fusion": "lstmn_shallow", "deep_fusion": "lstmn_deep"}  # encoder -> fusion decoder
+
+
 class PairEncoder(nn.Module):
     """Two texts' embeddings -> one vector each, by the ``encoder`` scheme above."""
 
@@ -98,6 +109,11 @@ class PairEncoder(nn.Module):
             self.attention = AdditiveAttention(H, H, H)
 
     def forward(self, x1: Tensor, m1: Tensor, x2: Tensor, m2: Tensor) -> PairEncoding:
+        if self.encoder in FUSION:  # the decoder reads the second text over the first's tapes (Y, A)
+            r1 = self.first(x1, m1, return_cells=self.encoder == "deep_fusion")
+            cells = r1.state["cells"] if self.encoder == "deep_fusion" else None
+            r2 = self.second(x2, m2, r1.memory, cells, m1)
+            return PairEncoding(pool(r1.states, m1, self.how), pool(r2.states, m2, self.how))
         r1 = self.first(x1, m1)
         second = self.second if self.second is not None else self.first
         shared = {"shared": [(r1.memory, m1)]} if self.encoder in ("mma", "mma_attention") else {}
@@ -257,6 +273,12 @@ class PairTask:
                 raise MemreadError(f"task.encoder = {cfg.encoder!r} needs reader.name = \"nse\", got {reader_cfg.name!r}")
             first = build_reader(dataclasses.replace(reader_cfg, shared=0), cfg.emb)
             second = build_reader(dataclasses.replace(reader_cfg, shared=1), cfg.emb)
+        elif cfg.encoder in FUSION:
+            if reader_cfg.name != "lstmn":
+                raise MemreadError(f"task.encoder = {cfg.encoder!r} needs reader.name = \"lstmn\", got {reader_cfg.name!r}")
+            first = build_reader(reader_cfg, cfg.emb)
+            second = LSTMNFusionDecoder(FusionConfig(FUSION[cfg.encoder], hidden=reader_cfg.hidden), cfg.emb,
+                                        first.output_size)
         else:
             first = build_reader(reader_cfg, cfg.emb)
             second = build_reader(reader_cfg, cfg.emb) if cfg.encoder != "siamese" else None

@@ -1,0 +1,139 @@
+"""Peak memory and speed of one training step of the hierarchical document models (NSE section 4.4).
+
+For each of ``configs/imdb/{nse-nse,nse-lstm,lstm-lstm}.toml``, with and without sentence-level
+checkpointing (``task.checkpoint_sentences``), one training step (forward, backward, Adam step) on a
+batch of 32 synthetic documents of real size:
+
+- ``typical``: 13 sentences per document (aclImdb's mean after our splitter is 13.4, median 11),
+  sentence lengths drawn to match aclImdb's (median 18 words, mean 20), capped at 50 words;
+- ``long``: 40 sentences per document (the configs' cap; 5% of aclImdb reviews reach 32), same lengths.
+
+Every (config, checkpointing, size) runs in a fresh child process, which reports the **peak RSS delta**
+of its first training step: ``ru_maxrss`` after the step minus the resident set just before it (CPU:
+torch's CPU allocator has no peak counter; large buffers are mmapped and returned on free, so this is
+the step's own high-water mark to within the allocator's slack), and, on CUDA, ``max_memory_allocated``
+instead. Then ``tokens_per_s``: real words per second of the median of 3 further steps.
+Prints one JSON line per run::
+
+    OMP_NUM_THREADS=1 python benchmarks/document_memory.py [--sizes typical long] [--configs nse-nse]
+        [--chunk 64] [--device cpu]
+
+``--chunk`` sets ``task.sentence_chunk`` (sentences per sentence-reader call and per checkpoint): with
+checkpointing the peak holds one chunk's NSE tapes, about chunk * (W + 1) * W * k * 4 bytes for the
+longest sentences (W words), so smaller chunks save memory and cost Python steps.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import resource
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+REPO = Path(__file__).resolve().parent.parent
+CONFIGS = ("nse-nse", "nse-lstm", "lstm-lstm")
+SIZES = {"typical": 13, "long": 40}
+BATCH, VOCAB = 32, 20_000
+
+
+def sentence_length(rng: random.Random, cap: int) -> int:
+    """Lognormal with aclImdb's median (18) and mean (~20) sentence length, at least 1, capped."""
+    return max(1, min(cap, round(rng.lognormvariate(2.89, 0.55))))
+
+
+def current_rss() -> int:
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * resource.getpagesize()
+
+
+def run_one(config: str, checkpoint: bool, size: str, device: str, chunk: int = 0) -> dict:
+    from memread.config import load_experiment
+    from memread.readers import build_reader
+    from memread.tasks.document import HierarchicalClassifier, pad_documents
+
+    cfg = load_experiment(REPO / "configs" / "imdb" / f"{config}.toml",
+                          [f"task.checkpoint_sentences={str(checkpoint).lower()}"]
+                          + ([f"task.sentence_chunk={chunk}"] if chunk else []))
+    t = cfg.task
+    torch.manual_seed(0)
+    sent = build_reader(cfg.reader, t.emb)
+    doc = build_reader(t.doc_reader_config(), sent.output_size)
+    model = HierarchicalClassifier(VOCAB, t, sent, doc, 0, [1, 2, 3, 4, 7, 8, 9, 10]).to(device)
+    opt = torch.optim.Adam([p for p in model.parameters() if p.requires_grad], lr=cfg.train.lr,
+                           weight_decay=cfg.train.weight_decay)
+    rng = random.Random(0)
+    docs = [[[rng.randrange(2, VOCAB) for _ in range(sentence_length(rng, t.max_words))]
+             for _ in range(SIZES[size])] for _ in range(BATCH)]
+    ids, mask, sent_mask = pad_documents(docs, 0)
+    batch = {"ids": ids.to(device), "mask": mask.to(device), "sent_mask": sent_mask.to(device),
+             "label": torch.tensor([rng.randrange(8) for _ in docs], device=device)}
+    words = int(mask.sum())
+    model.train()
+
+    def step():
+        opt.zero_grad(set_to_none=True)
+        model(batch).loss.backward()
+        opt.step()
+        if device == "cuda":
+            torch.cuda.synchronize()
+
+    if device == "cuda":
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
+        base = torch.cuda.memory_allocated()
+    before_max = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    before = current_rss()
+    step()
+    after_max = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    if device == "cuda":
+        peak, how = torch.cuda.max_memory_allocated() - base, "cuda max_memory_allocated - allocated before"
+    else:
+        peak, how = after_max - before, "ru_maxrss after - rss before"
+    times = []
+    for _ in range(3):
+        t0 = time.perf_counter()
+        step()
+        times.append(time.perf_counter() - t0)
+    dt = statistics.median(times)
+    return {"config": config, "checkpoint_sentences": checkpoint, "sentence_chunk": t.sentence_chunk,
+            "size": size, "device": device,
+            "batch": BATCH, "sentences_per_doc": SIZES[size], "words": words,
+            "max_sentence_len": int(mask.sum(2).max()), "peak_step_mib": round(peak / 2**20, 1),
+            "peak_measure": how, "peak_reached_in_step": after_max > before_max or device == "cuda",
+            "step_s": round(dt, 3), "tokens_per_s": round(words / dt), "threads": torch.get_num_threads()}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--sizes", nargs="+", default=list(SIZES), choices=list(SIZES))
+    ap.add_argument("--configs", nargs="+", default=list(CONFIGS), choices=list(CONFIGS))
+    ap.add_argument("--chunk", type=int, default=0, help="override task.sentence_chunk (0 = the config's)")
+    ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    ap.add_argument("--one", nargs=3, metavar=("CONFIG", "CHECKPOINT", "SIZE"), help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.one:
+        config, ckpt, size = args.one
+        print(json.dumps(run_one(config, ckpt == "1", size, args.device, args.chunk)), flush=True)
+        return
+    for size in args.sizes:
+        for config in args.configs:
+            for ckpt in (False, True):
+                cmd = [sys.executable, __file__, "--device", args.device, "--chunk", str(args.chunk),
+                       "--one", config, str(int(ckpt)), size]
+                out = subprocess.run(cmd, capture_output=True, text=True)
+                if out.returncode != 0:
+                    print(json.dumps({"config": config, "checkpoint_sentences": ckpt, "size": size,
+                                      "error": out.stderr.strip().splitlines()[-1:]}), flush=True)
+                else:
+                    print(out.stdout.strip(), flush=True)
+
+
+if __name__ == "__main__":
+    main()

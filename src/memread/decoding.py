@@ -1,0 +1,156 @@
+"""Greedy decoding and beam search for encoder-decoder models, and the protocols they rely on.
+
+**Decoder protocol** (embedding level; every decoder of :mod:`memread.tasks.translation` implements it:
+the attention LSTM decoder, :class:`memread.readers.nse_decoder.NSEDecoder`, and the LSTMN fusion
+decoders)::
+
+    state = dec.start(source_states, source_cells, source_mask)
+        # source_states (B, S, H): what the decoder reads of the source (encoder outputs, or for the
+        # NSE decoder the encoder's final memory); source_cells (B, S, H): an LSTMN encoder's memory
+        # tape, else None; source_mask (B, S) bool, True = real
+    out = dec(y, y_mask, source_states, source_cells, source_mask)   # teacher forcing -> ReaderOutput
+        # y (B, T, E) target input embeddings; out.states (B, T, H)
+    out_t, state = dec.step(y_t, state)      # y_t (B, E) -> out_t (B, H); O(source + t) work per step
+    state = dec.reorder(state, index)        # index (B',) int64: rows of the state to keep (beam search)
+
+``step`` run over ``y_1 .. y_T`` from ``start`` gives the same outputs as ``forward`` (tests check it in
+float64 for every model).
+
+**Model protocol** (id level; :class:`memread.tasks.translation.Translator`)::
+
+    model.bos_id, model.eos_id
+    state = model.start(src (B, S) ids, src_mask (B, S))
+    log_probs, state = model.step(prev (B,) ids, state)       # log_probs (B, V)
+    state = model.reorder(state, index)
+
+Both searches below use only these, with an incremental state: a prefix is never re-run.
+
+**Greedy**: the most probable word at every step, until ``eos`` or ``max_len`` words.
+
+**Beam search** (``beam`` K, batched over sentences): every step extends each live hypothesis by every
+word, keeps the 2K best extensions by summed log-probability; those among the first K that end in
+``eos`` are finished, with the length-normalised score ``sum log p / len^alpha`` (``len`` counts the
+words and the ``eos``; ``alpha = 0``: no normalisation, ``alpha = 1``: the mean log-probability per
+word), and the best K that do not end in ``eos`` go on. A sentence stops when it has K finished
+hypotheses (as fairseq does), and at step ``max_len`` every live hypothesis is ended with ``eos``
+(its score is that of the ``eos``-ended hypothesis, so a hypothesis is at most ``max_len`` words). The
+result is the finished hypothesis with the best normalised score. With ``beam = 1`` this is greedy
+decoding exactly.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+import torch
+from torch import Tensor
+
+from memread.errors import MemreadError
+from memread.readers.base import ReaderOutput
+
+
+class Decoder(Protocol):
+    input_size: int
+    output_size: int
+
+    def start(self, source_states: Tensor, source_cells: Tensor | None, source_mask: Tensor) -> Any: ...
+
+    def forward(self, y: Tensor, y_mask: Tensor | None, source_states: Tensor, source_cells: Tensor | None,
+                source_mask: Tensor) -> ReaderOutput: ...
+
+    def step(self, y_t: Tensor, state: Any) -> tuple[Tensor, Any]: ...
+
+    def reorder(self, state: Any, index: Tensor) -> Any: ...
+
+
+class Seq2Seq(Protocol):
+    bos_id: int
+    eos_id: int
+
+    def start(self, src: Tensor, src_mask: Tensor) -> Any: ...
+
+    def step(self, prev: Tensor, state: Any) -> tuple[Tensor, Any]: ...
+
+    def reorder(self, state: Any, index: Tensor) -> Any: ...
+
+
+def _check(max_len: int, beam: int = 1) -> None:
+    if max_len < 1:
+        raise MemreadError(f"decoding: max_len must be at least 1, got {max_len}")
+    if beam < 1:
+        raise MemreadError(f"decoding: beam size must be at least 1, got {beam}")
+
+
+@torch.no_grad()
+def greedy(model: Seq2Seq, src: Tensor, src_mask: Tensor, max_len: int) -> list[list[int]]:
+    """The arg-max word at every step; per sentence the word ids before ``eos`` (at most ``max_len``)."""
+    _check(max_len)
+    B = src.size(0)
+    state = model.start(src, src_mask)
+    prev = torch.full((B,), model.bos_id, dtype=torch.long, device=src.device)
+    out: list[list[int]] = [[] for _ in range(B)]
+    live = torch.ones(B, dtype=torch.bool, device=src.device)
+    for _ in range(max_len):
+        log_probs, state = model.step(prev, state)
+        prev = log_probs.argmax(dim=-1)  # (B,)
+        live &= prev != model.eos_id
+        if not bool(live.any()):
+            break
+        for b in live.nonzero().flatten().tolist():
+            out[b].append(int(prev[b]))
+    return out
+
+
+@torch.no_grad()
+def beam_search(model: Seq2Seq, src: Tensor, src_mask: Tensor, beam: int, max_len: int,
+                alpha: float = 1.0) -> list[list[int]]:
+    """Length-normalised beam search (module docstring); per sentence the best hypothesis's word ids."""
+    _check(max_len, beam)
+    B, K, device = src.size(0), beam, src.device
+    state = model.reorder(model.start(src, src_mask), torch.arange(B, device=device).repeat_interleave(K))
+    scores = torch.full((B, K), float("-inf"), device=device)
+    scores[:, 0] = 0.0  # all beams start as the same empty hypothesis: keep one
+    tokens = torch.empty(B, K, 0, dtype=torch.long, device=device)
+    prev = torch.full((B * K,), model.bos_id, dtype=torch.long, device=device)
+    finished: list[list[tuple[float, list[int]]]] = [[] for _ in range(B)]
+    done = [False] * B
+    rank = torch.arange(2 * K, device=device)
+    for t in range(max_len + 1):
+        log_probs, state = model.step(prev, state)
+        log_probs = log_probs.float()
+        V = log_probs.size(-1)
+        if t == max_len:  # out of length: every live hypothesis ends here
+            forced = torch.full_like(log_probs, float("-inf"))
+            forced[:, model.eos_id] = log_probs[:, model.eos_id]
+            log_probs = forced
+        cand = (scores.unsqueeze(2) + log_probs.view(B, K, V)).view(B, K * V)
+        top, idx = cand.topk(min(2 * K, K * V), dim=1)  # (B, 2K)
+        origin, word = idx // V, idx % V
+        is_eos = (word == model.eos_id) & torch.isfinite(top)
+        length = (t + 1) ** alpha
+        for b, j in (is_eos[:, :K]).nonzero().tolist():
+            if not done[b]:
+                hyp = tokens[b, origin[b, j]].tolist()
+                finished[b].append((float(top[b, j]) / length, hyp))
+        for b in range(B):
+            if not done[b] and len(finished[b]) >= K:
+                done[b] = True
+        if all(done) or t == max_len:
+            break
+        # the K best extensions that do not end in eos go on (eos candidates sorted behind)
+        order = (is_eos.long() * len(rank) + rank[: top.size(1)]).argsort(dim=1)[:, :K]  # (B, K)
+        scores = top.gather(1, order).masked_fill(is_eos.gather(1, order), float("-inf"))
+        origin, word = origin.gather(1, order), word.gather(1, order)
+        tokens = torch.cat([tokens.gather(1, origin.unsqueeze(2).expand(-1, -1, tokens.size(2))), word.unsqueeze(2)], dim=2)
+        flat = (origin + torch.arange(B, device=device).unsqueeze(1) * K).flatten()
+        state = model.reorder(state, flat)
+        prev = word.flatten()
+    return [max(f, key=lambda s: s[0])[1] if f else [] for f in finished]
+
+
+def decode(model: Seq2Seq, src: Tensor, src_mask: Tensor, beam: int = 1, max_len: int = 50,
+           alpha: float = 1.0) -> list[list[int]]:
+    """Greedy for ``beam = 1`` (the same result as a beam of one, cheaper), else beam search."""
+    if beam == 1:
+        return greedy(model, src, src_mask, max_len)
+    return beam_search(model, src, src_mask, beam, max_len, alpha)

@@ -1,0 +1,145 @@
+"""NSE decoder with shared memory access: the decoder of the NSE paper's NSE-NSE translation model
+(Munkhdalai & Yu 2016, section 4.5: "the decoder NSE now uses the output state and has an access to
+the encoder memory, i.e., the encoder and the decoder NSEs access a shared memory. The memory is
+encoded by the first NSEs and then read/written by the decoder NSEs").
+
+**No own memory.** An NSE's own memory is initialised with its whole input (the *baby* memory
+``M_0 = (x_1 .. x_l)``). For a decoder under teacher forcing the input is the target sentence, so
+step ``t`` could read the embeddings of target words ``t+1 ..`` out of its own memory: the model would
+learn to copy the answer and could not decode. This decoder therefore has only the shared memory
+``M^n``, the encoder NSE's final memory ``M_T`` (one slot per source word), and runs MMA-NSE's
+equations restricted to it: for target input ``y_t``::
+
+    o_t       = f_r^LSTM(y_t)                                                   (7)  read
+    z_t^n     = softmax(o_t^T M_{t-1}^n)        over the real source slots      (10) key
+    m_{r,t}^n = z_t^{nT} M_{t-1}^n                                              (11) retrieved slot
+    c_t       = f_c^MLP(o_t, m_{r,t}^n) = W_c [o_t; m_{r,t}^n] + b_c            (12) compose
+    h_t       = f_w^LSTM(c_t)                                                   (13) write
+    M_t^n     = M_{t-1}^n (1 - (z_t^n (x) e_k)^T) + (h_t (x) e_n)(z_t^n (x) e_k)^T  (15)
+
+(8), (9) and (14), the own memory's key, read and write, are left out.) ``h_t`` is the decoder's
+output state, fed to the softmax over the target vocabulary by the task. Every step only depends on
+``y_1 .. y_t`` and the source, so teacher forcing and step-by-step decoding give the same values.
+
+The modules are the NSE reader's (:mod:`memread.readers.nse`): ``f_r`` an ``nn.LSTM`` (``layers``
+deep), ``f_c`` one affine layer without activation from ``2k`` to ``2k`` units, ``f_w`` an LSTM over
+``c_t`` stepped by hand, uniform(-0.1, 0.1) initialisation, ``dropout`` on the read LSTM's input and on
+``c_t``. The read LSTM and the ``W_c^o o_t + b_c`` part of (12) run once over all target steps; the
+loop over ``t`` runs under autograd (targets are short: at most 26 steps in the NSE setup).
+
+**Interface** (the decoder protocol of :mod:`memread.decoding`)::
+
+    state = dec.start(source_states, source_cells, source_mask)   # source_states: the encoder NSE's M_T
+    out = dec(y, y_mask, source_states, source_cells, source_mask)  # teacher forcing: states (B, T, k)
+    out_t, state = dec.step(y_t, state)                            # one step: (B, k), O(source) work
+    state = dec.reorder(state, index)                               # beam search
+
+``source_cells`` is unused (it is for decoders over an LSTMN encoder's memory tape). ``out.memory`` is
+the shared memory after the last real target word, ``out.attention`` (with ``return_attention``) the
+keys ``z_t^n`` (B, T, S).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from memread.errors import MemreadError
+from memread.readers.base import ReaderOutput
+from memread.readers.nse import INIT_RANGE, _keys
+
+
+@dataclass
+class NSEDecoderConfig:
+    hidden: int = 300  # k: must equal the encoder NSE's slot size
+    layers: int = 1  # of the read LSTM and of the write LSTM
+    dropout: float = 0.0  # on the read LSTM's input y_t and on the write LSTM's input c_t
+
+
+class NSEDecoder(nn.Module):
+    """y (B, T, E) target input embeddings + the encoder's memory (B, S, k) -> states h (B, T, k)."""
+
+    def __init__(self, cfg: NSEDecoderConfig, input_size: int):
+        super().__init__()
+        if cfg.hidden < 1 or cfg.layers < 1 or not 0.0 <= cfg.dropout < 1.0:
+            raise MemreadError(f"NSE decoder: hidden and layers must be positive and dropout in [0, 1), got {cfg}")
+        self.cfg = cfg
+        self.input_size = input_size
+        self.output_size = k = cfg.hidden
+        self.read = nn.LSTM(input_size, k, num_layers=cfg.layers, batch_first=True)  # f_r^LSTM (7)
+        self.compose = nn.Linear(2 * k, 2 * k)  # f_c^MLP (12)
+        self.write = nn.ModuleList(nn.LSTMCell(2 * k if layer == 0 else k, k) for layer in range(cfg.layers))  # (13)
+        self.drop = nn.Dropout(cfg.dropout)
+        for p in self.parameters():
+            nn.init.uniform_(p, -INIT_RANGE, INIT_RANGE)
+
+    # ------------------------------------------------------------------ the protocol
+    def start(self, source_states: Tensor, source_cells: Tensor | None, source_mask: Tensor) -> dict:
+        """The state before the first target word: the shared memory M_0^n = the encoder's M_T
+        (B, S, k), its mask (B, S), and zero read and write LSTM states."""
+        B, S, k = source_states.shape
+        if k != self.cfg.hidden:
+            raise MemreadError(f"NSE decoder: the shared memory's slots have {k} units, the decoder has hidden = "
+                               f"{self.cfg.hidden}; they must be equal")
+        zeros = source_states.new_zeros(self.cfg.layers, B, k)
+        return {"memory": source_states, "mask": source_mask, "read": (zeros, zeros.clone()),
+                "write": [(zeros[0].clone(), zeros[0].clone()) for _ in range(self.cfg.layers)]}
+
+    def forward(self, y: Tensor, y_mask: Tensor | None, source_states: Tensor, source_cells: Tensor | None,
+                source_mask: Tensor, return_attention: bool = False) -> ReaderOutput:
+        """Teacher forcing over the whole target input y (B, T, E), y_mask (B, T) (True = real)."""
+        state = self.start(source_states, source_cells, source_mask)
+        B, T, _ = y.shape
+        if y_mask is None:
+            y_mask = torch.ones(B, T, dtype=torch.bool, device=y.device)
+        o, _ = self.read(self.drop(y), state["read"])  # (7) all steps at once  (B, T, k)
+        k = self.cfg.hidden
+        W_co, W_cm = self.compose.weight.split([k, k], dim=1)
+        c_o = F.linear(o, W_co, self.compose.bias)  # (12) W_c^o o_t + b_c  (B, T, 2k)
+        live = y_mask.to(y.dtype)  # (B, T): nothing is read or written at padded steps
+        hs, zs = [], []
+        for t in range(T):
+            h_t, z_t, state = self._compose_write(o[:, t], c_o[:, t], W_cm, live[:, t : t + 1], state)
+            hs.append(h_t)
+            zs.append(z_t)
+        return ReaderOutput(states=torch.stack(hs, dim=1), memory=state["memory"], memory_mask=source_mask,
+                            state=state, attention=torch.stack(zs, dim=1) if return_attention else None)
+
+    def step(self, y_t: Tensor, state: dict) -> tuple[Tensor, dict]:
+        """One target word y_t (B, E) -> h_t (B, k) and the next state."""
+        o_t, read = self.read(self.drop(y_t).unsqueeze(1), state["read"])  # (7)
+        o_t = o_t.squeeze(1)
+        k = self.cfg.hidden
+        W_co, W_cm = self.compose.weight.split([k, k], dim=1)
+        c_o = F.linear(o_t, W_co, self.compose.bias)
+        live = o_t.new_ones(o_t.size(0), 1)
+        h_t, _, state = self._compose_write(o_t, c_o, W_cm, live, {**state, "read": read})
+        return h_t, state
+
+    def reorder(self, state: dict, index: Tensor) -> dict:
+        h, c = state["read"]
+        return {"memory": state["memory"].index_select(0, index), "mask": state["mask"].index_select(0, index),
+                "read": (h.index_select(1, index), c.index_select(1, index)),
+                "write": [(hw.index_select(0, index), cw.index_select(0, index)) for hw, cw in state["write"]]}
+
+    # ------------------------------------------------------------------ one step of (10)-(15)
+    def _compose_write(self, o_t: Tensor, c_o_t: Tensor, W_cm: Tensor, live: Tensor, state: dict):
+        M, mask = state["memory"], state["mask"]
+        z_t = _keys(M, o_t, mask, live)  # (10)  (B, S)
+        m_t = torch.bmm(z_t.unsqueeze(1), M).squeeze(1)  # (11)  (B, k)
+        inp = self.drop(torch.addmm(c_o_t, m_t, W_cm.t()))  # (12) c_t, dropout on the write LSTM's input
+        write = []
+        for cell, (hw, cw) in zip(self.write, state["write"]):  # (13)
+            hw, cw = cell(inp, (hw, cw))
+            write.append((hw, cw))
+            inp = hw
+        h_t = inp
+        M = torch.baddbmm(M * (1 - z_t).unsqueeze(2), z_t.unsqueeze(2), h_t.unsqueeze(1))  # (15)
+        return h_t, z_t, {**state, "memory": M, "write": write}
+
+
+def build_nse_decoder(cfg: NSEDecoderConfig, input_size: int) -> NSEDecoder:
+    return NSEDecoder(cfg, input_size)

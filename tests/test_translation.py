@@ -1,0 +1,300 @@
+"""Translation: IWSLT14 reading, the encoder-decoder models, incremental decoding, beam search, BLEU and
+the translate/bleu commands."""
+
+import dataclasses
+import json
+import random
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from conftest import subprocess_env
+from memread.bleu import corpus_bleu
+from memread.data.iwslt import TranslationPair, iwslt_path, read_iwslt
+from memread.decoding import beam_search, greedy
+from memread.errors import MemreadError
+from memread.readers.lstmn import LSTMNConfig
+from memread.readers.nse import NSEConfig
+from memread.readers.nse_decoder import NSEDecoder, NSEDecoderConfig
+from memread.readers.rnn import RNNReaderConfig
+from memread.tasks.translation import TranslationTask, TranslationTaskConfig, joint_vocab, split_vocab
+
+# (task.model, reader config, input feeding)
+MODELS = {
+    "lstm-lstm": ("lstm-lstm", RNNReaderConfig(hidden=8, layers=2), False),
+    "lstm-lstm-feed": ("lstm-lstm", RNNReaderConfig(hidden=8, layers=2), True),
+    "nse-lstm": ("nse-lstm", NSEConfig(hidden=8), False),
+    "nse-nse": ("nse-nse", NSEConfig(hidden=8), False),
+    "lstmn-shallow": ("lstmn-shallow", LSTMNConfig(hidden=8), False),
+    "lstmn-deep": ("lstmn-deep", LSTMNConfig(hidden=8, layers=2), False),
+}
+
+
+def tiny(fixtures, name, **task):
+    model, reader, feed = MODELS[name]
+    cfg = TranslationTaskConfig(model=model, emb=6, tgt_emb=7, input_feeding=feed, **task)
+    t = TranslationTask(cfg, fixtures)
+    torch.manual_seed(0)
+    return t, t.build_model(reader)
+
+
+# ----------------------------------------------------------------------------- data
+
+
+def test_path_plain_gz_and_missing(tmp_path, fixtures):
+    assert iwslt_path(fixtures, "valid", "en").name == "valid.de-en.en"
+    folder = tmp_path / "iwslt14-de-en"
+    folder.mkdir()
+    (folder / "test.de-en.de.wmixerprep.gz").write_bytes(b"")
+    assert iwslt_path(tmp_path, "test", "de", unk_mapped=True).name == "test.de-en.de.wmixerprep.gz"
+    with pytest.raises(MemreadError, match=r"train.de-en.en\(.gz\).*not in the benchmark data"):
+        iwslt_path(tmp_path, "train", "en")
+
+
+def test_pairs_direction_and_length_filter(fixtures):
+    pairs, dropped = read_iwslt(fixtures, "valid", source="en")
+    assert (len(pairs), dropped) == (19, 1)  # line 8 has 28 English and 30 German words
+    assert pairs[0] == TranslationPair(("thank", "you", "so", "much", "."), ("vielen", "dank", "."), 1)
+    assert all(p.line != 8 for p in pairs) and pairs[2].source[1] == "&apos;s"
+    de, _ = read_iwslt(fixtures, "valid", source="de", max_len=0)
+    assert len(de) == 20 and de[0].source == ("vielen", "dank", ".") and len(de[7].target) == 28
+
+
+def test_misaligned_files_name_both_files(tmp_path):
+    folder = tmp_path / "iwslt14-de-en"
+    folder.mkdir()
+    (folder / "valid.de-en.en").write_text("a b\nc d\n")
+    (folder / "valid.de-en.de").write_text("x y\n")
+    with pytest.raises(MemreadError) as e:
+        read_iwslt(tmp_path, "valid")
+    msg = str(e.value)
+    assert "valid.de-en.en has 2 lines" in msg and "valid.de-en.de has 1 lines" in msg
+
+
+@pytest.mark.realdata
+def test_real_iwslt_counts_and_filter(real_data):
+    root = real_data("iwslt14-de-en/valid.de-en.en.gz", "iwslt14-de-en/test.de-en.de.gz")
+    for split, n in (("valid", 6969), ("test", 6750)):
+        for unk in (False, True):
+            pairs, dropped = read_iwslt(root, split, unk_mapped=unk, max_len=0)
+            assert len(pairs) + dropped == n
+        kept, dropped = read_iwslt(root, split)
+        assert 0 < dropped < n and len(kept) + dropped == n
+        assert all(len(p.source) <= 25 and len(p.target) <= 25 for p in kept)
+        assert max(len(p.source) for p in pairs) > 25  # the unfiltered split has longer sentences
+    task = TranslationTask(TranslationTaskConfig(), root)
+    train, dev = task.pairs("train"), task.pairs("valid")
+    assert max(p.line for p in train) < min(p.line for p in dev) and min(p.line for p in dev) > 6969 * 0.89
+
+
+def test_splits_hold_out_the_end_of_the_valid_file(fixtures):
+    task = TranslationTask(TranslationTaskConfig(), fixtures)
+    train, dev, test = task.pairs("train"), task.pairs("valid"), task.pairs("test")
+    assert [p.line for p in dev] == [19, 20] and max(p.line for p in train) == 18 and len(train) == 17
+    assert len(test) == 5 and test[0].target == ("danke", ".")
+    src, tgt = split_vocab(task.vocab)
+    assert src.itos == task.src_vocab.itos and tgt.itos == task.tgt_vocab.itos
+    assert split_vocab(joint_vocab(src, tgt))[1].itos == tgt.itos
+    assert "dank" in tgt and "geschichte" in tgt and "danke" not in tgt  # training words only
+    with pytest.raises(MemreadError, match="test split would be training data"):
+        TranslationTaskConfig(train_file="valid", test_file="valid")
+    with pytest.raises(MemreadError, match="dev_fraction"):
+        TranslationTaskConfig(dev_fraction=0.0)
+
+
+def test_glove_source_rows_are_fixed(fixtures, tmp_path):
+    (tmp_path / "v.txt").write_text("the 1 0 0\nworld 0 1 0\ndanke 0 0 1\n")
+    cfg = TranslationTaskConfig(emb=3, tgt_emb=4, vectors=str(tmp_path / "v.txt"), freeze=True)
+    task = TranslationTask(cfg, fixtures)
+    model = task.build_model(RNNReaderConfig(hidden=4, layers=1))
+    w = model.src_embedding.weight
+    assert not w.requires_grad and w[task.src_vocab.id("world")].tolist() == [0.0, 1.0, 0.0]
+    with pytest.raises(MemreadError, match="reader.name = 'nse'"):
+        TranslationTask(dataclasses.replace(cfg, model="nse-nse"), fixtures).build_model(RNNReaderConfig(hidden=4))
+
+
+# ----------------------------------------------------------------------------- models
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_step_by_step_equals_teacher_forcing(fixtures, name):
+    task, model = tiny(fixtures, name)
+    model.double().eval()
+    batch = task.batches("train", 6)[0]
+    assert not bool(batch["tgt_mask"].all()) and not bool(batch["src_mask"].all())  # padding on both sides
+    out = model(batch)
+    state = model.start(batch["src"], batch["src_mask"])
+    for t in range(batch["tgt_in"].size(1)):
+        log_probs, state = model.step(batch["tgt_in"][:, t], state)
+        real = batch["tgt_mask"][:, t]
+        torch.testing.assert_close(log_probs[real], torch.log_softmax(out.logits[:, t], -1)[real], rtol=1e-10, atol=1e-10)
+    # a reordered state continues as the selected rows would
+    index = torch.tensor([2, 2, 0])
+    state = model.reorder(model.start(batch["src"], batch["src_mask"]), index)
+    log_probs, _ = model.step(batch["tgt_in"][index, 0], state)
+    torch.testing.assert_close(log_probs, torch.log_softmax(out.logits[index, 0], -1))
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_decoder_never_sees_future_target_words(fixtures, name):
+    task, model = tiny(fixtures, name)
+    model.double().eval()
+    batch = task.batches("train", 4)[0]
+    changed = dict(batch, tgt_in=batch["tgt_in"].clone())
+    changed["tgt_in"][:, 3:] = (changed["tgt_in"][:, 3:] + 5) % len(task.tgt_vocab)
+    a, b = model(batch).logits, model(changed).logits
+    torch.testing.assert_close(a[:, :3], b[:, :3])
+    assert not torch.allclose(a[:, 3:], b[:, 3:])
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_every_parameter_gets_a_gradient_and_shapes(fixtures, name):
+    task, model = tiny(fixtures, name)
+    batch = task.batches("train", 5)[0]
+    out = model(batch)
+    B, T = batch["tgt_in"].shape
+    assert out.logits.shape == (B, T, len(task.tgt_vocab)) and out.stats["tokens"] == batch["tgt_mask"].sum()
+    out.loss.backward()
+    missing = [n for n, p in model.named_parameters() if p.requires_grad and (p.grad is None or not p.grad.abs().sum())]
+    assert not missing
+
+
+def test_nse_decoder_follows_the_equations():
+    torch.manual_seed(3)
+    dec = NSEDecoder(NSEDecoderConfig(hidden=5, layers=1), 4).double()
+    y, M = torch.randn(2, 3, 4, dtype=torch.double), torch.randn(2, 6, 5, dtype=torch.double)
+    mask = torch.tensor([[True] * 6, [True] * 4 + [False] * 2])
+    out = dec(y, None, M, None, mask, return_attention=True)
+    o, _ = dec.read(y)  # (7)
+    hw = cw = torch.zeros(2, 5, dtype=torch.double)
+    for t in range(3):
+        z = torch.softmax((M @ o[:, t].unsqueeze(2)).squeeze(2).masked_fill(~mask, float("-inf")), dim=1)  # (10)
+        m = (z.unsqueeze(1) @ M).squeeze(1)  # (11)
+        c = dec.compose(torch.cat([o[:, t], m], dim=1))  # (12)
+        hw, cw = dec.write[0](c, (hw, cw))  # (13)
+        M = M * (1 - z).unsqueeze(2) + z.unsqueeze(2) * hw.unsqueeze(1)  # (15)
+        torch.testing.assert_close(out.states[:, t], hw)
+        torch.testing.assert_close(out.attention[:, t], z)
+    torch.testing.assert_close(out.memory, M)
+
+
+# ----------------------------------------------------------------------------- decoding
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_beam_of_one_is_greedy(fixtures, name):
+    task, model = tiny(fixtures, name)
+    model.eval()
+    batch = task.batches("test", 5)[0]
+    g = greedy(model, batch["src"], batch["src_mask"], max_len=7)
+    assert g == beam_search(model, batch["src"], batch["src_mask"], beam=1, max_len=7)
+    wide = beam_search(model, batch["src"], batch["src_mask"], beam=4, max_len=7, alpha=0.7)
+    assert len(wide) == 5 and all(len(h) <= 7 and model.eos_id not in h for h in wide)
+
+
+def toy_pairs(n, rng, reverse, lengths):
+    words = [f"w{i}" for i in range(8)]
+    out = []
+    for i in range(n):
+        s = tuple(rng.choice(words) for _ in range(rng.randint(*lengths)))
+        out.append(TranslationPair(s, tuple(w.upper() for w in (reversed(s) if reverse else s)), i + 1))
+    return out
+
+
+# NSE-NSE learns ordered copying slowly: its decoder's keys z_t come from a read LSTM over the target
+# words only (eq. 7), so it must learn where it is from what it has written; hence the easier setting.
+@pytest.mark.parametrize("name, reverse, lengths, epochs, share", [
+    ("lstm-lstm", True, (2, 5), 12, 0.9), ("nse-lstm", True, (2, 5), 20, 0.9), ("nse-nse", False, (1, 3), 12, 0.5),
+    ("lstmn-shallow", True, (2, 5), 12, 0.9), ("lstmn-deep", True, (2, 5), 12, 0.9)])
+def test_tiny_task_learns_and_decodes(fixtures, name, reverse, lengths, epochs, share):
+    rng = random.Random(0)
+    pairs = {s: toy_pairs(n, rng, reverse, lengths) for s, n in (("train", 400), ("valid", 10), ("test", 40))}
+    model_name, reader, _ = MODELS[name]
+    cfg = TranslationTaskConfig(model=model_name, emb=16, tgt_emb=16, input_dropout=0.0, output_dropout=0.0)
+    task = TranslationTask(cfg, fixtures, pairs=pairs)
+    torch.manual_seed(0)
+    model = task.build_model(dataclasses.replace(reader, hidden=32))
+    opt = torch.optim.Adam(model.parameters(), lr=0.01)
+    for epoch in range(epochs):
+        for batch in task.batches("train", 32, epoch=epoch):
+            opt.zero_grad()
+            model(batch).loss.backward()
+            opt.step()
+    sources = [list(p.source) for p in pairs["test"]]
+    want = [list(p.target) for p in pairs["test"]]
+    for beam in (1, 3):
+        got = task.translate(model, sources, beam=beam, max_len=8, batch_size=16)
+        assert sum(g == w for g, w in zip(got, want)) >= share * len(want), (beam, got[:3], want[:3])
+
+
+# ----------------------------------------------------------------------------- BLEU and the CLI
+
+
+def test_bleu_equals_sacrebleu():
+    import sacrebleu
+
+    hyps = ["the cat sat on the mat .", "there is a dog in the garden", "hello &apos;s world"]
+    refs = ["the cat sat on a mat .", "a dog is in the garden .", "hello &apos;s world !"]
+    ours = corpus_bleu(hyps, refs)
+    assert ours.bleu == pytest.approx(sacrebleu.corpus_bleu(hyps, [refs], tokenize="none").score, abs=1e-9)
+    assert "tok:none" in ours.signature and ours.sentences == 3
+    assert corpus_bleu(refs, refs).bleu == pytest.approx(100.0)
+
+
+TINY_CONFIG = """
+[task]
+name = "translate"
+model = "{model}"
+emb = 6
+tgt_emb = 6
+[reader]
+name = "{reader}"
+hidden = 8
+[train]
+max_steps = 3
+batch_size = 4
+progress = false
+"""
+
+
+def memread(*args, stdin=None, data_root=None):
+    env = subprocess_env(**({"MEMREAD_DATA": str(data_root)} if data_root else {}))
+    return subprocess.run([sys.executable, "-m", "memread", *map(str, args)], env=env, input=stdin,
+                          capture_output=True, text=True, timeout=120)
+
+
+@pytest.mark.slow
+def test_cli_train_translate_bleu(tmp_path, fixtures):
+    cfg = tmp_path / "nmt.toml"
+    cfg.write_text(TINY_CONFIG.format(model="nse-nse", reader="nse"))
+    run = tmp_path / "run"
+    r = memread("train", cfg, "--run-dir", run, "--data-root", fixtures)
+    assert r.returncode == 0, r.stderr
+    final = json.loads(r.stdout.strip().splitlines()[-1])
+    assert final["test"]["ppl"] > 1 and final["valid"]["tokens"] > 0
+    r = memread("translate", run, "--beam", "2", "--max-len", "5", stdin="Thank you .\n\nthe world is big .\n", data_root=fixtures)
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.split("\n")
+    assert len(lines) == 4 and lines[1] == "" and all(len(l.split()) <= 5 for l in lines)
+    r = memread("bleu", run, "--split", "test", "--max-len", "6", data_root=fixtures)
+    assert r.returncode == 0, r.stderr
+    record = json.loads(r.stdout)
+    assert record["sentences"] == 5 and "tok:none" in record["signature"] and 0 <= record["bleu"] <= 100
+    assert json.loads((run / "bleu_test.json").read_text())["bleu"] == record["bleu"]
+    assert len((run / "translations_test.txt").read_text().splitlines()) == 5
+    # errors: one line each
+    for args, fragment in ((("bleu", tmp_path / "nope"), "not a memread run directory"),
+                           (("translate", run, "--beam", "0"), "--beam")):
+        r = memread(*args, data_root=fixtures)
+        assert r.returncode == 2 and r.stderr.startswith("memread: error: ") and fragment in r.stderr, r.stderr
+        assert len(r.stderr.strip().splitlines()) == 1
+    other = tmp_path / "other"
+    other.mkdir()
+    raw = json.loads((run / "config.json").read_text())
+    raw["task"] = {"name": "classify"}
+    raw["reader"] = {"name": "lstm"}
+    (other / "config.json").write_text(json.dumps(raw))
+    r = memread("translate", other, data_root=fixtures)
+    assert r.returncode == 2 and "needs a translation run" in r.stderr and len(r.stderr.strip().splitlines()) == 1
