@@ -255,7 +255,6 @@ class LSTMNFusionDecoder(nn.Module):
         else:
             p, ctx = inter(st["p_rec"])  # Bahdanau: attend with h_{t-1}
             xq, xg = x_proj.split([H, 4 * H], dim=1)
-            zc = ctx @ w["W_cT"]  # the ctx_t part of the LSTMN's input
             zc_q, zc_g = (ctx @ w["W_cT"]).split([H, 4 * H], dim=1)  # the ctx_t part of the LSTMN's input
             h_tilde, c_tilde = intra(xq + zc_q + st["q_rec"]).split(H, dim=1)  # (4)-(6) on x'_t = [x_t; ctx_t]
             z_g, st["q_rec"] = torch.addmm(w["b_f"], h_tilde, w["W_fT"]).split([4 * H, H], dim=1)
