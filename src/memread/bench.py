@@ -82,6 +82,34 @@ class _Step:
         loss.backward()
 
 
+def median_step_times(a, b, repeats: int, warmup: int) -> tuple[float, float]:
+    """Median seconds of the calls ``a()`` and ``b()``, run interleaved A B / B A (so a drift in the
+    machine's speed hits both alike) after ``warmup`` untimed calls of each."""
+    for _ in range(warmup):
+        a()
+        b()
+    times: tuple[list[float], list[float]] = ([], [])
+    pairs = ((a, times[0]), (b, times[1]))
+    for r in range(repeats):
+        for fn, ts in pairs if r % 2 == 0 else pairs[::-1]:
+            t0 = time.perf_counter()
+            fn()
+            ts.append(time.perf_counter() - t0)
+    return statistics.median(times[0]), statistics.median(times[1])
+
+
+def reject_size_flags(args, command: str, hint: str) -> None:
+    """``memread bench iaa`` / ``lstmn-deep-fusion`` take their sizes from ``--set``: refuse the token
+    reader's size flags rather than ignore them."""
+    from memread.cli import build_parser
+
+    defaults = build_parser().parse_args(["bench", command])
+    changed = ["--" + k.replace("_", "-") for k in ("steps", "emb", "hidden", "vocab", "repeats", "match_params")
+               if hasattr(args, k) and getattr(args, k) != getattr(defaults, k)]
+    if changed:
+        raise MemreadError(f"bench {command} takes its sizes from --set ({hint}), not {', '.join(changed)}")
+
+
 def bench(name: str, batch: int = 32, steps: int = 35, emb: int = 150, hidden: int = 300, vocab: int = 0,
           repeats: int = 30, warmup: int = 3, reader_options: list[str] = (), seed: int = 0,
           match_params: bool = False) -> dict:
@@ -94,19 +122,10 @@ def bench(name: str, batch: int = 32, steps: int = 35, emb: int = 150, hidden: i
     reference = _LSTMReference(emb, hidden)
     step_reader = _Step(reader, batch, steps, emb, vocab, seed)
     step_lstm = _Step(reference, batch, steps, emb, vocab, seed)
-    for _ in range(warmup):
-        step_reader()
-        step_lstm()
-    t_reader, t_lstm = [], []
-    pairs = ((step_reader, t_reader), (step_lstm, t_lstm))
-    for r in range(repeats):
-        for fn, times in pairs if r % 2 == 0 else pairs[::-1]:  # alternate the order: ABBA
-            t0 = time.perf_counter()
-            fn()
-            times.append(time.perf_counter() - t0)
+    t_reader, t_lstm = median_step_times(step_reader, step_lstm, repeats, warmup)
     tokens = batch * steps
-    reader_tps = tokens / statistics.median(t_reader)
-    lstm_tps = tokens / statistics.median(t_lstm)
+    reader_tps = tokens / t_reader
+    lstm_tps = tokens / t_lstm
     return {
         "reader": name,
         "tokens_per_s": round(reader_tps, 1),

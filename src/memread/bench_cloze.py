@@ -18,9 +18,9 @@ import time
 
 import torch
 
+from memread.bench import reject_size_flags
 from memread.config import parse_settings
 from memread.data.cbt import BLANK, ClozeExample
-from memread.errors import MemreadError
 from memread.readers.rnn import RNNReaderConfig
 from memread.tasks.cloze import ClozeTask, ClozeTaskConfig
 
@@ -113,12 +113,5 @@ def bench_options(options: list[str], batch: int) -> dict:
 
 def bench_iaa_command(args) -> dict:
     """``memread bench iaa [--batch B] [--set key=value ...]``: the token-reader size flags do not apply."""
-    from memread.cli import build_parser
-
-    defaults = build_parser().parse_args(["bench", "iaa"])
-    changed = ["--" + k.replace("_", "-") for k in ("steps", "emb", "hidden", "vocab", "repeats", "match_params")
-               if hasattr(args, k) and getattr(args, k) != getattr(defaults, k)]
-    if changed:
-        raise MemreadError(f"bench iaa takes its sizes from --set (emb=384 hidden=128 inference=512 steps=8 "
-                           f"doc_len=450 repeats=3 ...), not {', '.join(changed)}")
+    reject_size_flags(args, "iaa", "emb=384 hidden=128 inference=512 steps=8 doc_len=450 repeats=3 ...")
     return bench_cloze(**bench_options(args.set, args.batch))

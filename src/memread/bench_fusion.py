@@ -18,13 +18,12 @@ fused ``nn.LSTMCell`` on ``[x_t; ctx_t]``; its states are the ``h_t``.
 
 from __future__ import annotations
 
-import statistics
-import time
 import typing
 
 import torch
 from torch import Tensor, nn
 
+from memread.bench import median_step_times, reject_size_flags
 from memread.config import parse_settings
 from memread.errors import MemreadError
 from memread.modules.attention import AdditiveAttention
@@ -79,19 +78,10 @@ def bench_deep_fusion(batch: int = 32, source: int = 30, target: int = 30, emb: 
 
     run_fusion = step(decoder, lambda out: out.states)
     run_base = step(baseline, lambda out: out)
-    for _ in range(warmup):
-        run_fusion()
-        run_base()
-    t_fusion, t_base = [], []
-    pairs = ((run_fusion, t_fusion), (run_base, t_base))
-    for r in range(repeats):
-        for fn, times in pairs if r % 2 == 0 else pairs[::-1]:  # alternate the order: ABBA
-            t0 = time.perf_counter()
-            fn()
-            times.append(time.perf_counter() - t0)
+    t_fusion, t_base = median_step_times(run_fusion, run_base, repeats, warmup)
     tokens = batch * target
-    fusion_tps = tokens / statistics.median(t_fusion)
-    base_tps = tokens / statistics.median(t_base)
+    fusion_tps = tokens / t_fusion
+    base_tps = tokens / t_base
     return {
         "decoder": fusion,
         "tokens_per_s": round(fusion_tps, 1),
@@ -109,14 +99,7 @@ def bench_deep_fusion_command(args) -> dict:
     """``memread bench lstmn-deep-fusion [--batch B] [--set key=value ...]``: sizes and options come from
     ``--set`` (the keywords of :func:`bench_deep_fusion`: source, target, emb, hidden, repeats, warmup,
     source_grad, fusion, seed); the token-reader size flags do not apply."""
-    from memread.cli import build_parser
-
-    defaults = build_parser().parse_args(["bench", "lstmn-deep-fusion"])
-    changed = ["--" + k.replace("_", "-") for k in ("steps", "emb", "hidden", "vocab", "repeats", "match_params")
-               if hasattr(args, k) and getattr(args, k) != getattr(defaults, k)]
-    if changed:
-        raise MemreadError(f"bench lstmn-deep-fusion takes its sizes from --set (source=30 target=30 emb=300 "
-                           f"hidden=300 repeats=20 source_grad=false ...), not {', '.join(changed)}")
+    reject_size_flags(args, "lstmn-deep-fusion", "source=30 target=30 emb=300 hidden=300 repeats=20 source_grad=false ...")
     types = {k: v for k, v in typing.get_type_hints(bench_deep_fusion).items() if k not in ("return", "batch")}
     options = parse_settings(list(args.set or ()), types, "bench", "bench lstmn-deep-fusion")
     if options.get("fusion", "lstmn_deep") not in ("lstmn_deep", "lstmn_shallow"):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
+
 import torch
 from torch import Tensor
 
@@ -40,3 +42,24 @@ def batch_order(lengths: list[int], batch_size: int, bucket: int, generator: tor
     n = len(lengths)
     order = torch.randperm(n, generator=generator).tolist() if generator is not None else list(range(n))
     return [order[k : k + batch_size] for k in range(0, n, batch_size)]
+
+
+class Batches(Sequence):
+    """Batches made on demand from encoded examples: batch ``i`` is ``collate(items)`` for the examples
+    ``groups[i]``, and training batches (``epoch`` given) also carry ``batch["epoch"]`` (the first-epoch
+    treatment of pretrained word vectors reads it). Every task over separate texts batches this way."""
+
+    def __init__(self, encoded: Sequence, groups: list[list[int]], collate: Callable[[list], dict],
+                 epoch: int | None = None):
+        self.encoded, self.groups, self.collate, self.epoch = encoded, groups, collate, epoch
+
+    def __len__(self) -> int:
+        return len(self.groups)
+
+    def __getitem__(self, i: int) -> dict:
+        if not 0 <= i < len(self):
+            raise IndexError(i)
+        batch = self.collate([self.encoded[j] for j in self.groups[i]])
+        if self.epoch is not None:
+            batch["epoch"] = self.epoch
+        return batch

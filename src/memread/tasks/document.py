@@ -40,8 +40,8 @@ files ``tang_train``, ``tang_valid``, ``tang_test`` (paths under the data root).
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Literal
 
@@ -50,6 +50,7 @@ from torch import Tensor, nn
 from torch.utils.checkpoint import checkpoint
 
 from memread.config import from_dict
+from memread.data.batching import Batches
 from memread.data.documents import ACL_IMDB_FILE, ACL_IMDB_RATINGS, Document, dev_split, read_acl_imdb, read_tang
 from memread.data.vocab import Vocab
 from memread.errors import MemreadError
@@ -204,23 +205,9 @@ def pad_documents(docs: list[list[list[int]]], pad_id: int) -> tuple[Tensor, Ten
     return ids, mask, sent_mask
 
 
-class DocumentBatches(Sequence):
-    def __init__(self, encoded: list[tuple[list[list[int]], int]], groups: list[list[int]], pad_id: int, epoch: int | None):
-        self.encoded, self.groups, self.pad_id, self.epoch = encoded, groups, pad_id, epoch
-
-    def __len__(self) -> int:
-        return len(self.groups)
-
-    def __getitem__(self, i: int) -> dict:
-        if not 0 <= i < len(self):
-            raise IndexError(i)
-        items = [self.encoded[j] for j in self.groups[i]]
-        ids, mask, sent_mask = pad_documents([d for d, _ in items], self.pad_id)
-        batch = {"ids": ids, "mask": mask, "sent_mask": sent_mask,
-                 "label": torch.tensor([y for _, y in items], dtype=torch.long)}
-        if self.epoch is not None:
-            batch["epoch"] = self.epoch
-        return batch
+def collate_documents(items: list[tuple[list[list[int]], int]], pad_id: int) -> dict:
+    ids, mask, sent_mask = pad_documents([d for d, _ in items], pad_id)
+    return {"ids": ids, "mask": mask, "sent_mask": sent_mask, "label": torch.tensor([y for _, y in items], dtype=torch.long)}
 
 
 # ----------------------------------------------------------------------------- the task
@@ -306,11 +293,11 @@ class DocumentTask:
                                     for d in self.documents(split)]
         return self._encoded[split]
 
-    def batches(self, split: str, batch_size: int, epoch: int = 0, seed: int = 0) -> DocumentBatches:
+    def batches(self, split: str, batch_size: int, epoch: int = 0, seed: int = 0) -> Batches:
         enc = self.encoded(split)
         g = torch.Generator().manual_seed(seed * 1_000_003 + epoch) if split == "train" else None
         groups = sentence_buckets([len(d) for d, _ in enc], batch_size, g)
-        return DocumentBatches(enc, groups, self.vocab.pad_id, epoch if split == "train" else None)
+        return Batches(enc, groups, partial(collate_documents, pad_id=self.vocab.pad_id), epoch if split == "train" else None)
 
     # ------------------------------------------------------------------ model and metrics
     def build_model(self, reader_cfg) -> HierarchicalClassifier:

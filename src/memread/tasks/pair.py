@@ -38,8 +38,8 @@ the share of candidates classified right at p = 0.5.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Literal
 
@@ -48,7 +48,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from memread import metrics
-from memread.data.batching import batch_order, pad
+from memread.data.batching import Batches, batch_order, pad
 from memread.data.snli import PairExample, read_snli, snli_path
 from memread.data.vocab import Vocab
 from memread.data.wikiqa import read_wikiqa, wikiqa_path
@@ -172,26 +172,16 @@ class PairClassifier(nn.Module):
         return ModelOutput(loss=nll.mean(), stats=stats, logits=scores, attention=enc.attention)
 
 
-class PairBatches(Sequence):
-    def __init__(self, encoded: list[dict], groups: list[list[int]], pad_id: int, epoch: int | None):
-        self.encoded, self.groups, self.pad_id, self.epoch = encoded, groups, pad_id, epoch
-
-    def __len__(self) -> int:
-        return len(self.groups)
-
-    def __getitem__(self, i: int) -> dict:
-        if not 0 <= i < len(self):
-            raise IndexError(i)
-        items = [self.encoded[j] for j in self.groups[i]]
-        first, first_mask = pad([e["first"] for e in items], self.pad_id)
-        second, second_mask = pad([e["second"] for e in items], self.pad_id)
-        batch = {"first": first, "first_mask": first_mask, "second": second, "second_mask": second_mask,
-                 "label": torch.tensor([e["label"] for e in items], dtype=torch.long)}
-        if self.epoch is not None:
-            batch["epoch"] = self.epoch
-        elif "question" in items[0]:
-            batch["question"] = torch.tensor([e["question"] for e in items], dtype=torch.long)
-        return batch
+def collate_pairs(items: list[dict], pad_id: int, questions: bool) -> dict:
+    """``questions``: evaluation batches of whole WikiQA questions carry each candidate's question, for
+    MAP and MRR (training batches mix candidates of many questions and do not)."""
+    first, first_mask = pad([e["first"] for e in items], pad_id)
+    second, second_mask = pad([e["second"] for e in items], pad_id)
+    batch = {"first": first, "first_mask": first_mask, "second": second, "second_mask": second_mask,
+             "label": torch.tensor([e["label"] for e in items], dtype=torch.long)}
+    if questions and "question" in items[0]:
+        batch["question"] = torch.tensor([e["question"] for e in items], dtype=torch.long)
+    return batch
 
 
 def question_batches(questions: list[int], batch_size: int) -> list[list[int]]:
@@ -248,7 +238,7 @@ class PairTask:
                 raise MemreadError(f"the {split} split of {self.cfg.dataset} has no examples")
         return self._examples[split]
 
-    def batches(self, split: str, batch_size: int, epoch: int = 0, seed: int = 0) -> PairBatches:
+    def batches(self, split: str, batch_size: int, epoch: int = 0, seed: int = 0) -> Batches:
         if split not in self._encoded:
             enc = [{"first": self.vocab.encode(self._words(e.first)), "second": self.vocab.encode(self._words(e.second)),
                     "label": e.label} for e in self.examples(split)]
@@ -259,12 +249,12 @@ class PairTask:
         if split == "train":
             g = torch.Generator().manual_seed(seed * 1_000_003 + epoch)
             groups = batch_order([len(e["first"]) + len(e["second"]) for e in enc], batch_size, self.cfg.bucket, g)
-            return PairBatches(enc, groups, self.vocab.pad_id, epoch)
+            return Batches(enc, groups, partial(collate_pairs, pad_id=self.vocab.pad_id, questions=False), epoch)
         if split in self._questions:
             groups = question_batches(self._questions[split], batch_size)
         else:
             groups = batch_order([len(e["first"]) + len(e["second"]) for e in enc], batch_size, self.cfg.bucket, None)
-        return PairBatches(enc, groups, self.vocab.pad_id, None)
+        return Batches(enc, groups, partial(collate_pairs, pad_id=self.vocab.pad_id, questions=True))
 
     def build_model(self, reader_cfg) -> PairClassifier:
         cfg = self.cfg

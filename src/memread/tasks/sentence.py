@@ -14,15 +14,15 @@ Evaluation is always on whole sentences of the dev ("valid") and test trees.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Literal
 
 import torch
 from torch import Tensor, nn
 
-from memread.data.batching import batch_order, pad
+from memread.data.batching import Batches, batch_order, pad
 from memread.data.sst import SentimentExample, read_sst, sst_path
 from memread.data.vocab import Vocab
 from memread.errors import MemreadError
@@ -80,22 +80,9 @@ class SentenceClassifier(nn.Module):
         return ModelOutput(loss=loss, stats=stats, logits=logits, attention=read.attention)
 
 
-class SentenceBatches(Sequence):
-    def __init__(self, encoded: list[tuple[list[int], int]], groups: list[list[int]], pad_id: int, epoch: int | None):
-        self.encoded, self.groups, self.pad_id, self.epoch = encoded, groups, pad_id, epoch
-
-    def __len__(self) -> int:
-        return len(self.groups)
-
-    def __getitem__(self, i: int) -> dict:
-        if not 0 <= i < len(self):
-            raise IndexError(i)
-        items = [self.encoded[j] for j in self.groups[i]]
-        ids, mask = pad([ids for ids, _ in items], self.pad_id)
-        batch = {"ids": ids, "mask": mask, "label": torch.tensor([y for _, y in items], dtype=torch.long)}
-        if self.epoch is not None:
-            batch["epoch"] = self.epoch
-        return batch
+def collate_sentences(items: list[tuple[list[int], int]], pad_id: int) -> dict:
+    ids, mask = pad([ids for ids, _ in items], pad_id)
+    return {"ids": ids, "mask": mask, "label": torch.tensor([y for _, y in items], dtype=torch.long)}
 
 
 class SentenceTask:
@@ -132,13 +119,13 @@ class SentenceTask:
                 raise MemreadError(f"{sst_path(self.data_root, split)}: no examples")
         return self._examples[split]
 
-    def batches(self, split: str, batch_size: int, epoch: int = 0, seed: int = 0) -> SentenceBatches:
+    def batches(self, split: str, batch_size: int, epoch: int = 0, seed: int = 0) -> Batches:
         if split not in self._encoded:
             self._encoded[split] = [(self.vocab.encode(self._words(e)), e.label) for e in self.examples(split)]
         enc = self._encoded[split]
         g = torch.Generator().manual_seed(seed * 1_000_003 + epoch) if split == "train" else None
         groups = batch_order([len(ids) for ids, _ in enc], batch_size, self.cfg.bucket, g)
-        return SentenceBatches(enc, groups, self.vocab.pad_id, epoch if split == "train" else None)
+        return Batches(enc, groups, partial(collate_sentences, pad_id=self.vocab.pad_id), epoch if split == "train" else None)
 
     def build_model(self, reader_cfg) -> SentenceClassifier:
         model = SentenceClassifier(len(self.vocab), self.cfg, build_reader(reader_cfg, self.cfg.emb),

@@ -59,8 +59,8 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Literal
 
@@ -68,7 +68,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from memread.data.batching import batch_order, pad
+from memread.data.batching import Batches, batch_order, pad
 from memread.data.iwslt import TranslationPair, iwslt_path, read_iwslt, read_sentences
 from memread.data.vocab import PAD, UNK, Vocab
 from memread.errors import MemreadError
@@ -235,27 +235,11 @@ def _capped(counts: Counter, size: int, min_count: int, specials: list[str]) -> 
 # ----------------------------------------------------------------------------- batches and the task
 
 
-class TranslationBatches(Sequence):
-    def __init__(self, encoded: list[tuple[list[int], list[int]]], groups: list[list[int]], src_pad: int,
-                 tgt_pad: int, bos: int, eos: int, epoch: int | None):
-        self.encoded, self.groups, self.epoch = encoded, groups, epoch
-        self.src_pad, self.tgt_pad, self.bos, self.eos = src_pad, tgt_pad, bos, eos
-
-    def __len__(self) -> int:
-        return len(self.groups)
-
-    def __getitem__(self, i: int) -> dict:
-        if not 0 <= i < len(self):
-            raise IndexError(i)
-        items = [self.encoded[j] for j in self.groups[i]]
-        src, src_mask = pad([s for s, _ in items], self.src_pad)
-        tgt_in, tgt_mask = pad([[self.bos] + t for _, t in items], self.tgt_pad)
-        tgt_out, _ = pad([t + [self.eos] for _, t in items], self.tgt_pad)
-        batch = {"src": src, "src_mask": src_mask, "tgt_in": tgt_in, "tgt_out": tgt_out, "tgt_mask": tgt_mask,
-                 "index": torch.tensor(self.groups[i], dtype=torch.long)}
-        if self.epoch is not None:
-            batch["epoch"] = self.epoch
-        return batch
+def collate_translations(items: list[tuple[list[int], list[int]]], src_pad: int, tgt_pad: int, bos: int, eos: int) -> dict:
+    src, src_mask = pad([s for s, _ in items], src_pad)
+    tgt_in, tgt_mask = pad([[bos] + t for _, t in items], tgt_pad)
+    tgt_out, _ = pad([t + [eos] for _, t in items], tgt_pad)
+    return {"src": src, "src_mask": src_mask, "tgt_in": tgt_in, "tgt_out": tgt_out, "tgt_mask": tgt_mask}
 
 
 class TranslationTask:
@@ -322,15 +306,16 @@ class TranslationTask:
     def encode_source(self, words) -> list[int]:
         return self.src_vocab.encode(words)
 
-    def batches(self, split: str, batch_size: int, epoch: int = 0, seed: int = 0) -> TranslationBatches:
+    def batches(self, split: str, batch_size: int, epoch: int = 0, seed: int = 0) -> Batches:
         if split not in self._encoded:
             self._encoded[split] = [(self.src_vocab.encode(p.source), self.tgt_vocab.encode(p.target))
                                     for p in self.pairs(split)]
         enc = self._encoded[split]
         g = torch.Generator().manual_seed(seed * 1_000_003 + epoch) if split == "train" else None
         groups = batch_order([len(s) + len(t) for s, t in enc], batch_size, self.cfg.bucket, g)
-        return TranslationBatches(enc, groups, self.src_vocab.pad_id, self.tgt_vocab.pad_id, self.tgt_vocab.stoi[BOS],
-                                  self.tgt_vocab.stoi[EOS], epoch if split == "train" else None)
+        collate = partial(collate_translations, src_pad=self.src_vocab.pad_id, tgt_pad=self.tgt_vocab.pad_id,
+                          bos=self.tgt_vocab.stoi[BOS], eos=self.tgt_vocab.stoi[EOS])
+        return Batches(enc, groups, collate, epoch if split == "train" else None)
 
     def build_model(self, reader_cfg) -> Translator:
         model = build_translator(self.cfg, reader_cfg, self.src_vocab, self.tgt_vocab)
