@@ -1,11 +1,19 @@
-"""Record finished runs: for each run directory, its final.json metrics (best checkpoint, selected on
-valid) become lines of results/results.jsonl, and a markdown table row is printed for the note.
+"""Record finished runs in results/: one line per (run, split, metric) in results/results.jsonl, and a
+markdown table (printed) for the experiment's note.
 
-    python scripts/record_runs.py --experiment-prefix sst --metric accuracy \
-        --run runs/sst-nse-fine 52.8 "memread train configs/sst/nse-fine.toml ..." ...
+    python scripts/record_runs.py SPEC.json [--write]
 
-Each ``--run`` takes the run directory, the paper's value (or "-") and the exact command. The wall
-time is taken from the run's metrics.jsonl (first to last record), the commit from ``--commit``.
+SPEC.json is a list of runs::
+
+    [{"run": "/path/to/run_dir", "experiment": "sst-nse-fine", "dataset": "sst", "metrics": ["accuracy"],
+      "paper": {"accuracy": 52.8}, "scale": 100, "commit": "abc1234",
+      "command": "memread train configs/sst/nse-fine.toml --run-dir ... --set ..."}, ...]
+
+Values come from the run's ``final.json`` (the checkpoint selected on valid, evaluated on valid and
+test), times ``scale`` (100: accuracy in percent); ``wall_s`` is the time from the run directory's
+``config.json`` to its ``final.json``; extra ``{"file": ..., "metric": ..., "key": ...}`` entries in
+``"extra"`` read a number from another JSON file of the run (e.g. ``bleu_test.json``). Without
+``--write`` nothing is appended (a dry run that prints the table).
 """
 
 from __future__ import annotations
@@ -17,37 +25,38 @@ from pathlib import Path
 RESULTS = Path(__file__).resolve().parent.parent / "results" / "results.jsonl"
 
 
-def wall_seconds(run: Path) -> float:
-    """Training wall time: from the run directory's creation (config.json) to final.json."""
-    return round((run / "final.json").stat().st_mtime - (run / "config.json").stat().st_mtime, 1)
-
-
 def main() -> None:
     p = argparse.ArgumentParser()
-    p.add_argument("--experiment-prefix", required=True)
-    p.add_argument("--dataset", required=True)
-    p.add_argument("--metric", action="append", required=True, help="metric name(s) in final.json")
-    p.add_argument("--commit", required=True)
-    p.add_argument("--run", nargs=3, action="append", metavar=("DIR", "PAPER", "COMMAND"), required=True)
-    p.add_argument("--scale", type=float, default=1.0, help="multiply values (100 for accuracy in percent)")
+    p.add_argument("spec")
+    p.add_argument("--write", action="store_true")
     a = p.parse_args()
-    lines = []
-    for run_dir, paper, command in a.run:
-        run = Path(run_dir)
+    lines, rows = [], []
+    for r in json.loads(Path(a.spec).read_text()):
+        run = Path(r["run"])
         final = json.loads((run / "final.json").read_text())
-        wall = wall_seconds(run)
-        for metric in a.metric:
+        wall = round((run / "final.json").stat().st_mtime - (run / "config.json").stat().st_mtime, 1)
+        scale = r.get("scale", 1)
+        cells = []
+        for metric in r["metrics"]:
             for split in ("valid", "test"):
-                value = final[split][metric] * a.scale
-                record = {"experiment": f"{a.experiment_prefix}-{run.name}", "dataset": a.dataset, "split": split,
-                          "metric": metric, "value": round(value, 4),
-                          "paper_value": None if paper == "-" or split != "test" else float(paper.split("/")[a.metric.index(metric)]),
-                          "commit": a.commit, "command": command, "wall_s": wall}
-                lines.append(json.dumps(record))
-        row = " | ".join(f"{final['valid'][m] * a.scale:.4g} / {final['test'][m] * a.scale:.4g}" for m in a.metric)
-        print(f"| {run.name} | {row} | {paper} | {wall / 60:.1f} min |")
-    with open(RESULTS, "a", encoding="utf-8") as f:
-        f.write("".join(l + "\n" for l in lines))
+                value = round(final[split][metric] * scale, 4)
+                paper = r.get("paper", {}).get(metric) if split == "test" else None
+                lines.append({"experiment": r["experiment"], "dataset": r["dataset"], "split": split, "metric": metric,
+                              "value": value, "paper_value": paper, "commit": r["commit"], "command": r["command"],
+                              "wall_s": wall})
+            cells.append(f"{final['valid'][metric] * scale:.2f} / {final['test'][metric] * scale:.2f}")
+        for extra in r.get("extra", []):
+            value = json.loads((run / extra["file"]).read_text())[extra["key"]]
+            lines.append({"experiment": r["experiment"], "dataset": r["dataset"], "split": extra.get("split", "test"),
+                          "metric": extra["metric"], "value": value, "paper_value": extra.get("paper"),
+                          "commit": r["commit"], "command": extra.get("command", r["command"]), "wall_s": wall})
+            cells.append(f"{value:.2f}")
+        paper = ", ".join(f"{v}" for v in r.get("paper", {}).values()) or "-"
+        rows.append(f"| {r['experiment']} | {' | '.join(cells)} | {paper} | {wall / 60:.1f} min |")
+    print("\n".join(rows))
+    if a.write:
+        with open(RESULTS, "a", encoding="utf-8") as f:
+            f.write("".join(json.dumps(l) + "\n" for l in lines))
 
 
 if __name__ == "__main__":

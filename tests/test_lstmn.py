@@ -287,6 +287,39 @@ def test_compiled_equals_python_path_in_float32(hidden, monkeypatch):
         torch.testing.assert_close(grads_c[name], grads_p[name], atol=2e-4, rtol=1e-3, msg=name)
 
 
+def test_compiled_path_on_two_threads_equals_one_thread(monkeypatch):
+    """The compiled loops split the batch rows between torch's threads (from 8 rows on): on two threads
+    they give what one thread gives, in float64, with padding, a span, a carried state and gradients
+    into the carried tapes (dv is summed per row, so not even its rounding depends on the threads)."""
+    if lstmn_kernels.kernels() is None:
+        pytest.skip("the compiled LSTMN kernels are not available here (no compiler or ninja)")
+    monkeypatch.setattr(lstmn_module, "USE_COMPILED", True)
+    hidden, B = 21, 10  # 21 = 16 + 5: vector loops and their remainders
+    reader = make_reader(layers=2, span=4, deep=True, input_size=7, hidden=hidden)
+    x1, m1 = batch([6, 3, 6, 1, 5, 6, 2, 6, 4, 6], seed=6, input_size=7)
+    x2, m2 = batch([5, 5, 2, 0, 5, 3, 5, 1, 5, 4], T=5, seed=7, input_size=7)
+    w = torch.randn(B, 5, hidden, generator=torch.Generator().manual_seed(8), dtype=torch.float64)
+
+    def run(threads):
+        torch.set_num_threads(threads)  # the autouse fixture restores the thread count afterwards
+        assert torch.get_num_threads() == threads
+        x = x1.clone().requires_grad_(True)
+        first = reader(x, m1)
+        leaves = {k: first.state[k].detach().requires_grad_(True) for k in ("h", "c", "h_tilde")}
+        out = reader(x2, m2, state={**leaves, "slots": first.state["slots"]}, return_attention=True)
+        loss = (out.states * w * m2.unsqueeze(-1)).sum() + (first.states * m1.unsqueeze(-1)).sum() \
+            + out.state["c"].sum()
+        grads = torch.autograd.grad(loss, [x, *leaves.values(), *reader.parameters()])
+        return [out.states, out.attention, out.state["h"], out.state["c"], out.state["h_tilde"], *grads]
+
+    one, two = run(1), run(2)
+    names = ["states", "attention", "h", "c", "h_tilde", "d x", "d h", "d c", "d h_tilde"] + \
+        [f"d {n}" for n, _ in reader.named_parameters()]
+    for name, a, b in zip(names, one, two, strict=True):
+        torch.testing.assert_close(b, a, atol=1e-10, rtol=0, msg=name)
+        assert a.abs().sum() > 0, f"{name} is all zero"
+
+
 def test_without_compiled_kernels_the_python_path_is_used(monkeypatch):
     """Where the kernels cannot be built (here: switched off as MEMREAD_NO_EXTENSIONS does) the reader
     runs its Python loops and gives the same values."""

@@ -4,8 +4,15 @@
 // The attention passes over the window (scores, softmax, summaries and their gradients) and the gates
 // run as plain loops over each row that the compiler vectorises; the matmuls go to ATen. The Python
 // side allocates every buffer and does everything outside the time loop; see _lstmn_kernels.py.
+//
+// Threads: within a step the rows are independent, so each pass over the rows is split between
+// torch's intra-op threads (at::parallel_for; the extension is built with -fopenmp, as torch's own
+// OpenMP backend needs). Each chunk of rows has its own scratch, every write goes to rows of its own
+// batch rows, and the one sum over rows, dv, is kept per row and added up in row order after the loop,
+// so the results do not depend on the number of threads (bit for bit).
 
 #include <ATen/ATen.h>
+#include <ATen/Parallel.h>
 #include <torch/library.h>
 
 #include <algorithm>
@@ -158,6 +165,10 @@ inline void tanh_dot_backward(const scalar_t* __restrict__ key, const scalar_t* 
   }
 }
 
+// rows per chunk for at::parallel_for over the batch: a step's work per row is small (a window of
+// slots), so a batch of fewer than 8 rows stays on one thread
+inline int64_t row_grain(int64_t B) { return B >= 8 ? 4 : B; }
+
 // (B, n) view of row t of a (B, T, X) contiguous buffer, columns [c0, c0 + n)
 inline Tensor step_view(const Tensor& buf, int64_t t, int64_t c0, int64_t n) {
   return buf.select(1, t).narrow(1, c0, n);
@@ -183,22 +194,26 @@ void forward_impl(const Tensor& proj, Tensor& HC, Tensor& K, Tensor& s_all, Tens
   scalar_t* zp = z.data_ptr<scalar_t>();
   const scalar_t* q_rec = q_rec0.data_ptr<scalar_t>();  // (B, A), row stride q_stride
   int64_t q_stride = A;
-  std::vector<scalar_t> a(S), zero(Hd, scalar_t(0));
+  const std::vector<scalar_t> zero(Hd, scalar_t(0));
+  scalar_t* xbp = x_b.data_ptr<scalar_t>();
+  const int64_t grain = row_grain(B);
   for (int64_t t = 0; t < T; ++t) {
-    for (int64_t b = 0; b < B; ++b) {  // q_t = W_x x_t + W_h~ h~_{t-1}
-      const scalar_t* x = pp + (b * T + t) * P;
-      const scalar_t* r = q_rec + b * q_stride;
-      scalar_t* q = qp + (b * T + t) * A;
-#pragma omp simd
-      for (int64_t k = 0; k < A; ++k) q[k] = x[k] + r[k];
-    }
     int64_t lo, hi;
     window(t, S0, span, first, lo, hi);
-    for (int64_t b = 0; b < B; ++b) std::fill_n(htp + (b * T + t) * H2, H2, scalar_t(0));
-    if (hi > lo) {
-      for (int64_t b = 0; b < B; ++b) {
+    at::parallel_for(0, B, grain, [&](int64_t b0, int64_t b1) {
+      std::vector<scalar_t> a(S);  // this chunk's scores
+      for (int64_t b = b0; b < b1; ++b) {
+        {  // q_t = W_x x_t + W_h~ h~_{t-1}
+          const scalar_t* x = pp + (b * T + t) * P;
+          const scalar_t* r = q_rec + b * q_stride;
+          scalar_t* q = qp + (b * T + t) * A;
+#pragma omp simd
+          for (int64_t k = 0; k < A; ++k) q[k] = x[k] + r[k];
+        }
+        scalar_t* ht = htp + (b * T + t) * H2;
+        std::fill_n(ht, H2, scalar_t(0));
         const int64_t lo_b = start ? std::max(lo, start[b]) : lo;
-        if (lo_b >= hi) continue;  // no real slot: h~_t = c~_t = 0
+        if (lo_b >= hi) continue;  // no real slot (or an empty window): h~_t = c~_t = 0
         const scalar_t* __restrict__ q = qp + (b * T + t) * A;
         scalar_t m = -INFINITY;
         for (int64_t i = lo_b; i < hi; ++i) {  // (4)  a_i = v . tanh(K_i + q_t)
@@ -209,34 +224,35 @@ void forward_impl(const Tensor& proj, Tensor& HC, Tensor& K, Tensor& s_all, Tens
         scalar_t total = 0;
         for (int64_t i = lo_b; i < hi; ++i) total += (a[i] = std::exp(a[i] - m));  // (5)
         scalar_t* s = sp + (b * T + t) * S;
-        scalar_t* ht = htp + (b * T + t) * H2;
         for (int64_t i = lo_b; i < hi; ++i) s[i] = a[i] / total;
         weighted_sum(s + lo_b, hc + (b * S + lo_b) * H2, hi - lo_b, H2, ht, H2);  // (6)  [h~_t | c~_t]
       }
-    }
+    });
     at::mm_out(z, step_view(hc_tilde, t, 0, Hd), W_fT);
-    for (int64_t b = 0; b < B; ++b) {
-      const scalar_t* __restrict__ x = pp + (b * T + t) * P + A;
-      const scalar_t* __restrict__ zb = zp + b * (H4 + A);
-      scalar_t* __restrict__ xb = x_b.data_ptr<scalar_t>() + b * H4;
-      scalar_t* __restrict__ g = gp + (b * T + t) * H4;
+    at::parallel_for(0, B, grain, [&](int64_t b0, int64_t b1) {
+      for (int64_t b = b0; b < b1; ++b) {
+        const scalar_t* __restrict__ x = pp + (b * T + t) * P + A;
+        const scalar_t* __restrict__ zb = zp + b * (H4 + A);
+        scalar_t* __restrict__ xb = xbp + b * H4;
+        scalar_t* __restrict__ g = gp + (b * T + t) * H4;
 #pragma omp simd
-      for (int64_t j = 0; j < H4; ++j) xb[j] = x[j] + bp[j];
-      x = xb;
-      // (7): i, f, o = sigmoid(x + z) = (1 + tanh((x + z) / 2)) / 2, c^ = tanh(x + z)
-      tanh_sum(x, zb, scalar_t(0.5), g, 3 * Hd);
+        for (int64_t j = 0; j < H4; ++j) xb[j] = x[j] + bp[j];
+        x = xb;
+        // (7): i, f, o = sigmoid(x + z) = (1 + tanh((x + z) / 2)) / 2, c^ = tanh(x + z)
+        tanh_sum(x, zb, scalar_t(0.5), g, 3 * Hd);
 #pragma omp simd
-      for (int64_t j = 0; j < 3 * Hd; ++j) g[j] = scalar_t(0.5) + scalar_t(0.5) * g[j];
-      tanh_sum(x + 3 * Hd, zb + 3 * Hd, scalar_t(1), g + 3 * Hd, Hd);
-      const scalar_t* __restrict__ c_tilde = htp + (b * T + t) * H2 + Hd;
-      scalar_t* __restrict__ h = hc + (b * S + S0 + t) * H2;
-      scalar_t* __restrict__ c = h + Hd;
+        for (int64_t j = 0; j < 3 * Hd; ++j) g[j] = scalar_t(0.5) + scalar_t(0.5) * g[j];
+        tanh_sum(x + 3 * Hd, zb + 3 * Hd, scalar_t(1), g + 3 * Hd, Hd);
+        const scalar_t* __restrict__ c_tilde = htp + (b * T + t) * H2 + Hd;
+        scalar_t* __restrict__ h = hc + (b * S + S0 + t) * H2;
+        scalar_t* __restrict__ c = h + Hd;
 #pragma omp simd
-      for (int64_t k = 0; k < Hd; ++k) c[k] = g[Hd + k] * c_tilde[k] + g[k] * g[3 * Hd + k];  // (8)
-      tanh_sum(c, zero.data(), scalar_t(1), h, Hd);
+        for (int64_t k = 0; k < Hd; ++k) c[k] = g[Hd + k] * c_tilde[k] + g[k] * g[3 * Hd + k];  // (8)
+        tanh_sum(c, zero.data(), scalar_t(1), h, Hd);
 #pragma omp simd
-      for (int64_t k = 0; k < Hd; ++k) h[k] *= g[2 * Hd + k];  // (9)
-    }
+        for (int64_t k = 0; k < Hd; ++k) h[k] *= g[2 * Hd + k];  // (9)
+      }
+    });
     Tensor K_t = K.select(1, S0 + t);
     at::mm_out(K_t, HC.select(1, S0 + t).narrow(1, 0, Hd), W_hT);  // W_h h_t, once for every later token
     q_rec = zp + H4;
@@ -265,46 +281,52 @@ void backward_impl(const Tensor& grad_h, const Tensor& grad_c, const Tensor& gra
   scalar_t* Dp = D.data_ptr<scalar_t>();
   scalar_t* dKp = dK.data_ptr<scalar_t>();
   scalar_t* dvp = dv.data_ptr<scalar_t>();
+  // dv per row, summed over the rows in order after the loop: no shared accumulator between threads
+  std::vector<scalar_t> dv_rows(B * A, scalar_t(0));
   const Tensor W_g = W_f.narrow(0, 0, H4);
   Tensor dh = HC.new_empty({B, Hd});
   scalar_t* dhp = dh.data_ptr<scalar_t>();
-  std::vector<scalar_t> read(H2), ds(S), dq(A), s_slot(T), tanh_c(Hd), zero(Hd, scalar_t(0));
+  const std::vector<scalar_t> zero(Hd, scalar_t(0));
+  const int64_t grain = row_grain(B);
   for (int64_t t = T - 1; t >= 0; --t) {
     const int64_t slot = S0 + t;
     // d h_t: through its key (4), from outside and through the summaries of later tokens (6) below
     Tensor dK_slot = dK.select(1, slot);
     at::mm_out(dh, dK_slot, W_hv);
     const int64_t end = span == 0 ? T : std::min(T, t + 1 + span);  // later tokens that can see this slot
-    for (int64_t b = 0; b < B; ++b) {
-      std::fill(read.begin(), read.end(), scalar_t(0));
-      for (int64_t r = t + 1; r < end; ++r) s_slot[r - t - 1] = sp[(b * T + r) * S + slot];  // who read it
-      weighted_sum(s_slot.data(), Dp + (b * T + t + 1) * H2, end - t - 1, H2, read.data(), H2);
-      // (9), (8), (7) with the gates' local derivatives
-      scalar_t* __restrict__ dhb = dhp + b * Hd;
-      const scalar_t* __restrict__ gc = gcp ? gcp + (b * T + t) * Hd : nullptr;
-      const scalar_t* __restrict__ gh = ghp ? ghp + (b * T + t) * Hd : nullptr;
-      const scalar_t* __restrict__ g = gp + (b * T + t) * H4;
-      const scalar_t* __restrict__ c = hc + (b * S + slot) * H2 + Hd;
-      const scalar_t* __restrict__ c_tilde = htp + (b * T + t) * H2 + Hd;
-      scalar_t* __restrict__ dg = dpp + (b * T + t) * P + A;
-      scalar_t* __restrict__ dct = Dp + (b * T + t) * H2 + Hd;
-      const scalar_t* __restrict__ rd = read.data();
-      scalar_t* __restrict__ tcb = tanh_c.data();
-      tanh_sum(c, zero.data(), scalar_t(1), tcb, Hd);
+    at::parallel_for(0, B, grain, [&](int64_t b0, int64_t b1) {
+      std::vector<scalar_t> read(H2), s_slot(T), tanh_c(Hd);  // this chunk's scratch
+      for (int64_t b = b0; b < b1; ++b) {
+        std::fill(read.begin(), read.end(), scalar_t(0));
+        for (int64_t r = t + 1; r < end; ++r) s_slot[r - t - 1] = sp[(b * T + r) * S + slot];  // who read it
+        weighted_sum(s_slot.data(), Dp + (b * T + t + 1) * H2, end - t - 1, H2, read.data(), H2);
+        // (9), (8), (7) with the gates' local derivatives
+        scalar_t* __restrict__ dhb = dhp + b * Hd;
+        const scalar_t* __restrict__ gc = gcp ? gcp + (b * T + t) * Hd : nullptr;
+        const scalar_t* __restrict__ gh = ghp ? ghp + (b * T + t) * Hd : nullptr;
+        const scalar_t* __restrict__ g = gp + (b * T + t) * H4;
+        const scalar_t* __restrict__ c = hc + (b * S + slot) * H2 + Hd;
+        const scalar_t* __restrict__ c_tilde = htp + (b * T + t) * H2 + Hd;
+        scalar_t* __restrict__ dg = dpp + (b * T + t) * P + A;
+        scalar_t* __restrict__ dct = Dp + (b * T + t) * H2 + Hd;
+        const scalar_t* __restrict__ rd = read.data();
+        scalar_t* __restrict__ tcb = tanh_c.data();
+        tanh_sum(c, zero.data(), scalar_t(1), tcb, Hd);
 #pragma omp simd
-      for (int64_t k = 0; k < Hd; ++k) {
-        const scalar_t i_t = g[k], f_t = g[Hd + k], o_t = g[2 * Hd + k], c_hat = g[3 * Hd + k];
-        const scalar_t tc = tcb[k];
-        const scalar_t dh_k = dhb[k] + rd[k] + (gh ? gh[k] : scalar_t(0));
-        const scalar_t dc = rd[Hd + k] + (gc ? gc[k] : scalar_t(0)) + dh_k * o_t * (1 - tc * tc);  // (9)
-        dhb[k] = dh_k;
-        dg[k] = (i_t - i_t * i_t) * c_hat * dc;  // i
-        dg[Hd + k] = (f_t - f_t * f_t) * c_tilde[k] * dc;  // f
-        dg[2 * Hd + k] = (o_t - o_t * o_t) * tc * dh_k;  // o
-        dg[3 * Hd + k] = (1 - c_hat * c_hat) * i_t * dc;  // c^
-        dct[k] = dc * f_t;  // d c~_t  (8)
+        for (int64_t k = 0; k < Hd; ++k) {
+          const scalar_t i_t = g[k], f_t = g[Hd + k], o_t = g[2 * Hd + k], c_hat = g[3 * Hd + k];
+          const scalar_t tc = tcb[k];
+          const scalar_t dh_k = dhb[k] + rd[k] + (gh ? gh[k] : scalar_t(0));
+          const scalar_t dc = rd[Hd + k] + (gc ? gc[k] : scalar_t(0)) + dh_k * o_t * (1 - tc * tc);  // (9)
+          dhb[k] = dh_k;
+          dg[k] = (i_t - i_t * i_t) * c_hat * dc;  // i
+          dg[Hd + k] = (f_t - f_t * f_t) * c_tilde[k] * dc;  // f
+          dg[2 * Hd + k] = (o_t - o_t * o_t) * tc * dh_k;  // o
+          dg[3 * Hd + k] = (1 - c_hat * c_hat) * i_t * dc;  // c^
+          dct[k] = dc * f_t;  // d c~_t  (8)
+        }
       }
-    }
+    });
     // d h~_t = d gates_t W_g + d q_{t+1} W_h~ (W_h~ h~_t was token t+1's query): one product with W_f, as
     // [d gates_t | d q_{t+1}] lie side by side in dproj (row t, then row t+1 of the same sequence)
     Tensor d_h_tilde = step_view(D, t, 0, Hd);
@@ -316,30 +338,34 @@ void backward_impl(const Tensor& grad_h, const Tensor& grad_c, const Tensor& gra
     else at::mm_out(d_h_tilde, lhs, W);
     int64_t lo, hi;
     window(t, S0, span, first, lo, hi);
-    for (int64_t b = 0; b < B; ++b) std::fill_n(dpp + (b * T + t) * P, A, scalar_t(0));
-    if (hi <= lo) continue;
-    for (int64_t b = 0; b < B; ++b) {
-      const int64_t lo_b = start ? std::max(lo, start[b]) : lo;
-      if (lo_b >= hi) continue;
-      const scalar_t* s = sp + (b * T + t) * S;
-      const scalar_t* Dt = Dp + (b * T + t) * H2;
-      const scalar_t* __restrict__ q = qp + (b * T + t) * A;
-      scalar_t sds = 0;
-      for (int64_t i = lo_b; i < hi; ++i) {  // (6)  d s_i = D_t . [h_i | c_i]
-        const scalar_t acc = dot(Dt, hc + (b * S + i) * H2, H2);
-        ds[i] = acc;
-        sds += s[i] * acc;
-      }
-      std::fill(dq.begin(), dq.end(), scalar_t(0));
-      for (int64_t i = lo_b; i < hi; ++i) {
-        const scalar_t da = s[i] * (ds[i] - sds);  // (5)
-        tanh_dot_backward(kp + (b * S + i) * A, q, da, dKp + (b * S + i) * A, dq.data(), dvp, A);  // (4)
-      }
-      scalar_t* dqt = dpp + (b * T + t) * P;  // d q_t
+    at::parallel_for(0, B, grain, [&](int64_t b0, int64_t b1) {
+      std::vector<scalar_t> ds(S), dq(A);  // this chunk's scratch
+      for (int64_t b = b0; b < b1; ++b) {
+        std::fill_n(dpp + (b * T + t) * P, A, scalar_t(0));
+        const int64_t lo_b = start ? std::max(lo, start[b]) : lo;
+        if (lo_b >= hi) continue;  // no real slot (or an empty window)
+        const scalar_t* s = sp + (b * T + t) * S;
+        const scalar_t* Dt = Dp + (b * T + t) * H2;
+        const scalar_t* __restrict__ q = qp + (b * T + t) * A;
+        scalar_t sds = 0;
+        for (int64_t i = lo_b; i < hi; ++i) {  // (6)  d s_i = D_t . [h_i | c_i]
+          const scalar_t acc = dot(Dt, hc + (b * S + i) * H2, H2);
+          ds[i] = acc;
+          sds += s[i] * acc;
+        }
+        std::fill(dq.begin(), dq.end(), scalar_t(0));
+        for (int64_t i = lo_b; i < hi; ++i) {
+          const scalar_t da = s[i] * (ds[i] - sds);  // (5)
+          tanh_dot_backward(kp + (b * S + i) * A, q, da, dKp + (b * S + i) * A, dq.data(), dv_rows.data() + b * A,
+                            A);  // (4)
+        }
+        scalar_t* dqt = dpp + (b * T + t) * P;  // d q_t
 #pragma omp simd
-      for (int64_t k = 0; k < A; ++k) dqt[k] = dq[k] * vp[k];
-    }
+        for (int64_t k = 0; k < A; ++k) dqt[k] = dq[k] * vp[k];
+      }
+    });
   }
+  for (int64_t b = 0; b < B; ++b) axpy(scalar_t(1), dv_rows.data() + b * A, dvp, A);
 }
 
 void check(const Tensor& x, const char* name) {

@@ -2,7 +2,8 @@
 
 The C++ source runs the per-step loops of :mod:`memread.readers.lstmn` (forward and hand-written
 backward) on the CPU with the same buffers and equations as the Python path, so no Python runs per
-step and the attention passes over each window are single loops. It is compiled on first use with
+step and the attention passes over each window are single loops; within a step the batch rows are
+split between torch's intra-op threads. It is compiled on first use with
 ``torch.utils.cpp_extension`` (a C++ compiler and ``ninja`` are needed; ``pip install memread[fast]``
 brings ninja) and cached by torch in its extensions folder (``TORCH_EXTENSIONS_DIR``).
 
@@ -48,12 +49,18 @@ def kernels():
         if shutil.which(os.environ.get("CXX", "c++")) is None or not cpp_extension.is_ninja_available():
             return None  # nothing to build with: the Python path
         capability = torch.backends.cpu.get_cpu_capability()
+        # at::parallel_for runs its chunks on torch's threads only when compiled with OpenMP, and only
+        # torch's OpenMP backend is driven by -fopenmp (the native backend, a thread pool, needs no flag)
+        openmp = ["-fopenmp"] if "parallel backend: OpenMP" in torch.__config__.parallel_info() else []
         cpp_extension.load(
-            name=f"memread_lstmn_{capability.lower()}",
+            name=f"memread_lstmn_par_{capability.lower()}",
             sources=[str(SOURCE)],
-            # -fno-trapping-math lets the compiler vectorise the branch-free float tanh
-            extra_cflags=["-O3", "-fopenmp-simd", "-fno-math-errno", "-fno-trapping-math",
+            # -fno-trapping-math lets the compiler vectorise the branch-free float tanh; -fopenmp makes
+            # at::parallel_for split the rows between torch's threads (torch's OpenMP backend: it links
+            # the libgomp that torch has already loaded)
+            extra_cflags=["-O3", *openmp, "-fopenmp-simd", "-fno-math-errno", "-fno-trapping-math",
                           *_ARCH_FLAGS.get(capability, [])],
+            extra_ldflags=openmp,
             is_python_module=False,
             verbose=False,
         )
