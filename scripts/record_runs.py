@@ -44,7 +44,7 @@ def main() -> None:
                 lines.append({"experiment": r["experiment"], "dataset": r["dataset"], "split": split, "metric": metric,
                               "value": value, "paper_value": paper, "commit": r["commit"], "command": r["command"],
                               "wall_s": wall})
-            cells.append(f"{final['valid'][metric] * scale:.2f} / {final['test'][metric] * scale:.2f}")
+            cells.append(f"{final['valid'][metric] * scale:.4g} / {final['test'][metric] * scale:.4g}")
         for extra in r.get("extra", []):
             value = json.loads((run / extra["file"]).read_text())[extra["key"]]
             lines.append({"experiment": r["experiment"], "dataset": r["dataset"], "split": extra.get("split", "test"),
