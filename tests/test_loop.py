@@ -194,3 +194,26 @@ def test_checkpoint_from_before_a_new_config_key_still_loads(tmp_path):
     torch.save(payload, run / "checkpoint_best.pt")
     cfg, task, model = load_trained(run, tmp_path)
     assert cfg.task.loss_reduction == "sequence"
+
+
+def test_a_finished_run_given_more_epochs_goes_on_as_if_uninterrupted(tmp_path):
+    """--resume RUN --set train.epochs=2 on a run that finished its one epoch continues it exactly;
+    an early-stopped run stays finished."""
+    full = start_run(lm_config(epochs=2, optimizer="sgd", lr=0.5, batch_size=8), tmp_path / "full", tmp_path)
+    full.fit()
+    short = start_run(lm_config(epochs=1, optimizer="sgd", lr=0.5, batch_size=8), tmp_path / "short", tmp_path)
+    short.fit()
+    assert load_checkpoint(tmp_path / "short" / "checkpoint_last.pt")["loop"]["stopped"] == "epochs"
+    same = resume_run(tmp_path / "short", tmp_path)
+    assert same.finished  # no new budget: nothing to do
+    more = resume_run(tmp_path / "short", tmp_path, ["train.epochs=2"])
+    assert not more.finished and more.epoch == 1
+    more.fit()
+    a, b = records(tmp_path / "full", "train"), records(tmp_path / "short", "train")
+    assert [r["step"] for r in a] == [r["step"] for r in b]
+    assert [r["loss"] for r in a] == pytest.approx([r["loss"] for r in b], rel=1e-6)
+    early = start_run(lm_config(epochs=3, optimizer="sgd", lr=0.5, batch_size=8, patience=1, min_improvement=10.0),
+                      tmp_path / "early", tmp_path)
+    early.fit()
+    assert load_checkpoint(tmp_path / "early" / "checkpoint_last.pt")["loop"]["stopped"] == "early"
+    assert resume_run(tmp_path / "early", tmp_path, ["train.epochs=5"]).finished

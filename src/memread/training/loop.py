@@ -98,6 +98,7 @@ class Trainer:
         self.step_in_epoch = 0
         self.global_step = 0
         self.finished = False
+        self.stopped: str | None = None  # why a finished run stopped: "epochs", "max_steps" or "early"
         self.carry: Any = None
         self.log = MetricsLog(self.run_dir / "metrics.jsonl", T.tensorboard)
         if payload is not None:
@@ -115,6 +116,7 @@ class Trainer:
                 "step_in_epoch": self.step_in_epoch,
                 "global_step": self.global_step,
                 "finished": self.finished,
+                "stopped": self.stopped,
                 "schedule": self.schedule.state_dict(),
             },
             "rng": torch.get_rng_state(),
@@ -132,11 +134,23 @@ class Trainer:
         loop = payload["loop"]
         self.epoch, self.step_in_epoch = loop["epoch"], loop["step_in_epoch"]
         self.global_step, self.finished = loop["global_step"], loop["finished"]
+        self.stopped = loop.get("stopped")  # None in checkpoints from before it was recorded
+        if self.finished and self._budget_raised():
+            self.finished, self.stopped = False, None  # --resume RUN --set train.epochs=N: go on
         self.schedule.load_state_dict(loop["schedule"])
         torch.set_rng_state(payload["rng"])
         carry = payload["carry"]
         self.carry = unflatten_state(json.loads(carry["structure"]), carry["tensors"])
         self.log.truncate_after(self.global_step)
+
+    def _budget_raised(self) -> bool:
+        """Whether a run that ran out of epochs or steps has been given more (an early stop is final)."""
+        T = self.cfg.train
+        if self.stopped == "epochs":
+            return self.epoch < T.epochs and not (T.max_steps and self.global_step >= T.max_steps)
+        if self.stopped == "max_steps":
+            return (not T.max_steps or self.global_step < T.max_steps) and self.epoch < T.epochs
+        return False
 
     # ------------------------------------------------------------------ the loop
     @property
@@ -164,7 +178,7 @@ class Trainer:
         if best:
             self.save("checkpoint_best.pt")
         if stop_reason:
-            self.finished = True
+            self.finished, self.stopped = True, "early"
             if T.progress:
                 tqdm.write(f"early stop: {stop_reason}", file=sys.stderr)
         self.save("checkpoint_last.pt")
@@ -220,7 +234,7 @@ class Trainer:
                 if i + 1 in evals or capped:
                     stop = self._validate() or capped
                     if capped:
-                        self.finished = True
+                        self.finished, self.stopped = True, self.stopped or "max_steps"
                         self.save("checkpoint_last.pt")
                 elif T.checkpoint_every and self.global_step % T.checkpoint_every == 0:
                     self.save("checkpoint_last.pt")
@@ -232,5 +246,5 @@ class Trainer:
             self.epoch += 1
             self.step_in_epoch = 0
             self.carry = None
-        self.finished = True
+        self.finished, self.stopped = True, self.stopped or "epochs"
         self.save("checkpoint_last.pt")
