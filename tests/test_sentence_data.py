@@ -69,7 +69,7 @@ def test_sst_malformed_lines_name_file_and_line(tmp_path, line, message):
 
 
 def test_sst_missing_split_names_the_file(tmp_path):
-    with pytest.raises(MemreadError, match=r"sst/dev.txt.gz \(or dev.txt\)"):
+    with pytest.raises(MemreadError, match=r"sst/dev.txt \(or dev.txt.gz\)"):
         sst_path(tmp_path, "valid")
     with pytest.raises(MemreadError, match="unknown SST split 'validation'"):
         sst_path(tmp_path, "validation")

@@ -25,6 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from memread.data.root import find_file
 from memread.data.text import read_lines
 from memread.errors import MemreadError
 
@@ -48,12 +49,9 @@ def iwslt_path(root: Path, split: str, lang: str, unk_mapped: bool = False) -> P
     if lang not in LANGS:
         raise MemreadError(f"unknown IWSLT14 language {lang!r}; expected de or en")
     name = f"{split}.de-en.{lang}" + (".wmixerprep" if unk_mapped else "")
-    base = Path(root) / FOLDER / name
-    for candidate in (base.with_name(name + ".gz"), base):
-        if candidate.is_file():
-            return candidate
-    note = " (the train files are not in the benchmark data; train on valid, see memread.tasks.translation)" if split == "train" else ""
-    raise MemreadError(f"IWSLT14 {split} ({lang}) not found: expected {base}(.gz) under data root {root}{note}")
+    how = ("the train files are not in the benchmark data; train on valid, see memread.tasks.translation"
+           if split == "train" else "the MIXER preprocessing of IWSLT14 de-en (facebookresearch/MIXER prepareData.sh)")
+    return find_file(Path(root), FOLDER, name, how)
 
 
 def read_sentences(path: Path) -> list[tuple[str, ...]]:

@@ -20,6 +20,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from memread.data.root import find_file
 from memread.data.text import read_lines
 from memread.errors import MemreadError
 
@@ -77,11 +78,8 @@ def sst_path(root: Path, split: str) -> Path:
     """``root/sst/{train,dev,test}.txt.gz`` (or ``.txt``); ``valid`` means dev."""
     if split not in SPLIT_FILES:
         raise MemreadError(f"unknown SST split {split!r}; expected train, valid or test")
-    base = Path(root) / "sst" / f"{SPLIT_FILES[split]}.txt"
-    for candidate in (base.with_name(base.name + ".gz"), base):
-        if candidate.is_file():
-            return candidate
-    raise MemreadError(f"SST {split} not found: expected {base}.gz (or {base.name}) under data root {root}")
+    return find_file(Path(root), "sst", f"{SPLIT_FILES[split]}.txt",
+                     "the PTB-bracketed trees (trainDevTestTrees_PTB) of nlp.stanford.edu/sentiment")
 
 
 def parse_tree(text: str, where: str = "tree") -> Tree:

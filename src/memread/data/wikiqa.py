@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
+from memread.data.root import find_file
 from memread.data.text import read_lines
 from memread.errors import MemreadError
 
@@ -73,11 +74,8 @@ def wikiqa_path(root: Path, split: str, suffix: str = ".tsv") -> Path:
     """
     if split not in SPLIT_FILES:
         raise MemreadError(f"unknown WikiQA split {split!r}; expected train, valid or test")
-    base = Path(root) / "wikiqa" / f"WikiQA-{SPLIT_FILES[split]}{suffix}"
-    for candidate in (base.with_name(base.name + ".gz"), base):
-        if candidate.is_file():
-            return candidate
-    raise MemreadError(f"WikiQA {split} not found: expected {base}(.gz) under data root {root}")
+    return find_file(Path(root), "wikiqa", f"WikiQA-{SPLIT_FILES[split]}{suffix}",
+                     "the Microsoft Research WikiQA Corpus v1.0")
 
 
 def read_wikiqa(path: Path) -> list[AnswerCandidate]:
