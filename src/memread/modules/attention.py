@@ -52,6 +52,10 @@ class AdditiveAttention(AttentionScorer):
     def score(self, query: Tensor, projected_keys: Tensor) -> Tensor:
         return self.v(torch.tanh(projected_keys + self.W_q(query).unsqueeze(1))).squeeze(-1)  # (B, S)
 
+    def score_queries(self, queries: Tensor, projected_keys: Tensor) -> Tensor:
+        """Every query of a sequence at once: (B, T, Dq), (B, S, A) -> unnormalised scores (B, T, S)."""
+        return self.v(torch.tanh(projected_keys.unsqueeze(1) + self.W_q(queries).unsqueeze(2))).squeeze(-1)
+
 
 class BilinearAttention(AttentionScorer):
     """``k_i^T (A q + a)``: bilinear with a bias term."""

@@ -53,8 +53,7 @@ class AttentionLSTMDecoder(nn.Module):
 
     def _output(self, h: Tensor, state: dict) -> tuple[Tensor, Tensor]:
         """Queries h (B, T, H) -> outputs h~ (B, T, H) and attention (B, T, S), all steps at once."""
-        a = self.attention  # its score v^T tanh(W_k s_j + W_q h_t), for all T queries at once by broadcasting
-        scores = a.v(torch.tanh(state["keys"].unsqueeze(1) + a.W_q(h).unsqueeze(2))).squeeze(-1)  # (B, T, S)
+        scores = self.attention.score_queries(h, state["keys"])  # v^T tanh(W_k s_j + W_q h_t)  (B, T, S)
         alpha = masked_softmax(scores, state["mask"].unsqueeze(1))
         ctx = torch.bmm(alpha, state["source"])  # (B, T, Hs)
         return torch.tanh(self.combine(torch.cat([h, ctx], dim=-1))), alpha
