@@ -56,3 +56,15 @@ def test_projected_keys_are_reused():
     assert torch.allclose(att(q, keys), att(q, keys, projected_keys=att.project_keys(keys)))
     with pytest.raises(ValueError):
         build_attention("dot", 4, 3)
+
+
+def test_additive_attention_scores_many_queries_as_one_at_a_time():
+    from memread.modules.attention import AdditiveAttention
+
+    torch.manual_seed(0)
+    att = AdditiveAttention(5, 3, 4).double()
+    keys, queries = torch.randn(2, 6, 5, dtype=torch.float64), torch.randn(2, 7, 3, dtype=torch.float64)
+    projected = att.project_keys(keys)
+    many = att.score_queries(queries, projected)  # (B, T, S)
+    one = torch.stack([att.score(queries[:, t], projected) for t in range(7)], dim=1)
+    assert many.shape == (2, 7, 6) and torch.allclose(many, one, atol=1e-12)
