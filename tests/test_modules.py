@@ -59,8 +59,6 @@ def test_projected_keys_are_reused():
 
 
 def test_additive_attention_scores_many_queries_as_one_at_a_time():
-    from memread.modules.attention import AdditiveAttention
-
     torch.manual_seed(0)
     att = AdditiveAttention(5, 3, 4).double()
     keys, queries = torch.randn(2, 6, 5, dtype=torch.float64), torch.randn(2, 7, 3, dtype=torch.float64)
