@@ -7,6 +7,7 @@ batch; a tiny model learns; ensembles average distributions; the CLI runs end to
 
 import json
 import math
+import unittest.mock
 
 import pytest
 import torch
@@ -17,6 +18,8 @@ from memread.data.cbt import ClozeExample
 from memread.ensemble import answer_distributions, ensemble
 from memread.errors import MemreadError
 from memread.experiment import load_trained, start_run
+from memread.modules.dropout import Dropout
+from memread.modules.loop_linears import LoopLinears
 from memread.modules.memory_reads import MemoryReads
 from memread.modules.pointer_sum import candidate_log_probs, occurrences, pointer_sum
 from memread.readers.as_reader import AttentionSumReader
@@ -376,3 +379,52 @@ progress = false
     assert bench["ratio"] == bench["step"]["ratio"] > 0
     assert main(["bench", "iaa", "--hidden", "8"]) == 2
     assert "takes its sizes from --set" in capsys.readouterr().err
+
+
+def test_loop_linears_give_autograd_gradients():
+    """The IAA loop with each weight's gradient formed once equals the loop with plain layer calls."""
+    torch.manual_seed(0)
+    m = IterativeAlternatingAttention(IAAConfig(steps=4, inference=5, gate_hidden=6), enc_size=4).double()
+    q = torch.randn(3, 5, 4, dtype=torch.float64, requires_grad=True)
+    d = torch.randn(3, 7, 4, dtype=torch.float64, requires_grad=True)
+    q_mask = torch.arange(5) < torch.tensor([3, 5, 1]).unsqueeze(1)
+    d_mask = torch.arange(7) < torch.tensor([7, 4, 2]).unsqueeze(1)
+    params = [q, d, *m.parameters()]
+
+    def grads(plain: bool):
+        if plain:  # every call through the layer itself: autograd sums the weight gradients step by step
+            with unittest.mock.patch("memread.readers.iaa.LoopLinears", lambda: (lambda layer, x: layer(x))):
+                loss = m(q, q_mask, d, d_mask).doc_attention.pow(2).sum()
+        else:
+            loss = m(q, q_mask, d, d_mask).doc_attention.pow(2).sum()
+        return torch.autograd.grad(loss, params)
+
+    for plain, deferred in zip(grads(True), grads(False)):
+        torch.testing.assert_close(deferred, plain, rtol=1e-12, atol=1e-12)
+
+
+def test_loop_linears_add_to_a_use_outside_the_loop():
+    torch.manual_seed(0)
+    layer = torch.nn.Linear(3, 2).double()
+    xs = [torch.randn(4, 3, dtype=torch.float64) for _ in range(3)]
+
+    def loss(deferred: bool):
+        call = LoopLinears() if deferred else (lambda lay, x: lay(x))
+        h = torch.zeros(4, 2, dtype=torch.float64)
+        for x in xs:  # a recurrence through the layer
+            h = torch.tanh(call(layer, x) + h.flip(-1))
+        return h.sum() + layer(xs[0]).pow(2).sum()  # and a plain use
+
+    for plain, deferred in zip(torch.autograd.grad(loss(False), list(layer.parameters())),
+                               torch.autograd.grad(loss(True), list(layer.parameters()))):
+        torch.testing.assert_close(deferred, plain, rtol=1e-12, atol=1e-12)
+
+
+def test_dropout_keeps_units_with_probability_1_minus_p_and_rescales():
+    torch.manual_seed(0)
+    drop = Dropout(0.2)
+    y = drop(torch.ones(200_000))
+    kept = y != 0
+    assert abs(kept.float().mean().item() - 0.8) < 0.005
+    assert torch.allclose(y[kept], torch.full_like(y[kept], 1.25))
+    assert torch.equal(drop.eval()(torch.ones(5)), torch.ones(5))

@@ -24,6 +24,7 @@ from torch import nn
 
 from memread.config import parse_settings
 from memread.errors import MemreadError
+from memread.modules.output import VocabularyProjection
 from memread.readers import READERS, build_reader
 
 
@@ -59,7 +60,7 @@ class _Step:
         self.mask = torch.ones(batch, steps, dtype=torch.bool)
         if vocab:
             self.embedding = nn.Embedding(vocab, emb)
-            self.decoder = nn.Linear(reader.output_size, vocab)
+            self.decoder = VocabularyProjection(reader.output_size, vocab)
             self.tokens = torch.randint(vocab, (batch, steps + 1), generator=g)
             self.params = [*reader.parameters(), *self.embedding.parameters(), *self.decoder.parameters()]
         else:

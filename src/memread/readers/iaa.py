@@ -34,6 +34,8 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
+from memread.modules.dropout import Dropout
+from memread.modules.loop_linears import LoopLinears
 from memread.modules.masking import masked_mean, masked_softmax
 from memread.modules.memory_reads import MemoryReads
 
@@ -54,6 +56,10 @@ class IAAOutput:
     doc_trace: Tensor | None = None  # (B, T, Td) d_{i,t} for t = 1..T, when asked for
 
 
+def _call(layer: nn.Module, x: Tensor) -> Tensor:
+    return layer(x)
+
+
 class GRUCellEq1(nn.Module):
     """The GRU of equation (1), written as in the paper (reset before the recurrent product)::
 
@@ -68,13 +74,14 @@ class GRUCellEq1(nn.Module):
         self.H_ru = nn.Linear(hidden_size, 2 * hidden_size, bias=False)  # [H_r; H_u]
         self.H_h = nn.Linear(hidden_size, hidden_size, bias=False)
 
-    def forward(self, x: Tensor, h: Tensor) -> Tensor:
-        """x (B, In), h (B, H) -> h' (B, H)."""
-        Ix_r, Ix_u, Ix_h = self.I(x).chunk(3, dim=-1)  # (B, H) each
-        Hh_r, Hh_u = self.H_ru(h).chunk(2, dim=-1)
+    def forward(self, x: Tensor, h: Tensor, linear=_call) -> Tensor:
+        """x (B, In), h (B, H) -> h' (B, H). ``linear(layer, input)`` applies a layer (a loop passes
+        its :class:`~memread.modules.loop_linears.LoopLinears`)."""
+        Ix_r, Ix_u, Ix_h = linear(self.I, x).chunk(3, dim=-1)  # (B, H) each
+        Hh_r, Hh_u = linear(self.H_ru, h).chunk(2, dim=-1)
         r = torch.sigmoid(Ix_r + Hh_r)  # (1) reset gate
         u = torch.sigmoid(Ix_u + Hh_u)  # (1) update gate
-        h_bar = torch.tanh(Ix_h + self.H_h(r * h))  # (1) candidate state
+        h_bar = torch.tanh(Ix_h + linear(self.H_h, r * h))  # (1) candidate state
         return (1 - u) * h + u * h_bar  # (1)
 
 
@@ -83,12 +90,12 @@ class SearchGate(nn.Module):
 
     def __init__(self, input_size: int, hidden_size: int, output_size: int, dropout: float):
         super().__init__()
-        self.drop = nn.Dropout(dropout)
+        self.drop = Dropout(dropout)
         self.hidden = nn.Linear(input_size, hidden_size)
         self.out = nn.Linear(hidden_size, output_size)
 
-    def forward(self, x: Tensor) -> Tensor:
-        return torch.sigmoid(self.out(torch.relu(self.hidden(self.drop(x)))))  # (B, 2h)
+    def forward(self, x: Tensor, linear=_call) -> Tensor:
+        return torch.sigmoid(linear(self.out, torch.relu(linear(self.hidden, self.drop(x)))))  # (B, 2h)
 
 
 class IterativeAlternatingAttention(nn.Module):
@@ -100,7 +107,7 @@ class IterativeAlternatingAttention(nn.Module):
             raise ValueError(f"IAA needs at least one inference step, got steps = {cfg.steps}")
         self.cfg = cfg
         s, e = cfg.inference, enc_size
-        self.drop = nn.Dropout(cfg.dropout)
+        self.drop = Dropout(cfg.dropout)
         # q~_i^T (A_q s_{t-1} + a_q): A_q in R^{2h x s} (weight), a_q in R^{2h} (bias); absent in the ablation
         self.A_q = None if cfg.fixed_query else nn.Linear(s, e)
         # d~_i^T (A_d [s_{t-1}, q_t] + a_d): A_d in R^{2h x (s + 2h)}, a_d in R^{2h}
@@ -117,6 +124,7 @@ class IterativeAlternatingAttention(nn.Module):
         s = q_tilde.new_zeros(B, self.cfg.inference)  # s_0
         document = MemoryReads(d_tilde)
         query = None if self.cfg.fixed_query else MemoryReads(q_tilde)
+        linear = LoopLinears()  # each weight's gradient formed once for all T steps
         if self.cfg.fixed_query:  # q_{i,t} = 1 / |Q|
             q_att_fixed = q_mask.to(q_tilde.dtype) / q_mask.sum(1, keepdim=True).clamp_min(1).to(q_tilde.dtype)  # (B, Tq)
             q_fixed = masked_mean(q_tilde, q_mask)  # (B, 2h)
@@ -125,9 +133,9 @@ class IterativeAlternatingAttention(nn.Module):
             if self.cfg.fixed_query:
                 q_att, q_t = q_att_fixed, q_fixed
             else:
-                q_att = masked_softmax(query.scores(self.A_q(self.drop(s))), q_mask)  # (B, Tq) q_{i,t}
+                q_att = masked_softmax(query.scores(linear(self.A_q, self.drop(s))), q_mask)  # (B, Tq) q_{i,t}
                 q_t = query.glimpse(q_att)  # (B, 2h)
-            d_key = self.A_d(self.drop(torch.cat([s, q_t], -1)))  # (B, 2h) A_d [s_{t-1}, q_t] + a_d
+            d_key = linear(self.A_d, self.drop(torch.cat([s, q_t], -1)))  # (B, 2h) A_d [s_{t-1}, q_t] + a_d
             d_att = masked_softmax(document.scores(d_key), d_mask)  # (B, Td) d_{i,t}
             if trace:
                 q_trace.append(q_att)
@@ -136,8 +144,8 @@ class IterativeAlternatingAttention(nn.Module):
                 break  # the answer reads d_{i,T}; s_T would be unused
             d_t = document.glimpse(d_att)  # (B, 2h)
             search = torch.cat([s, q_t, d_t, q_t * d_t], -1)  # (B, s + 6h)
-            r_q, r_d = self.query_gate(search), self.doc_gate(search)  # (B, 2h) each
-            s = self.gru(torch.cat([r_q * q_t, r_d * d_t], -1), s)  # (B, s)
+            r_q, r_d = self.query_gate(search, linear), self.doc_gate(search, linear)  # (B, 2h) each
+            s = self.gru(torch.cat([r_q * q_t, r_d * d_t], -1), s, linear)  # (B, s)
         return IAAOutput(
             doc_attention=d_att,
             query_trace=torch.stack(q_trace, 1) if trace else None,

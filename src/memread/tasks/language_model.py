@@ -32,6 +32,7 @@ from memread.data.stream import DocumentStreamBatches, StreamBatches
 from memread.data.vocab import Vocab
 from memread.data.wikitext import map_numbers, read_wikitext, wikitext_path
 from memread.errors import MemreadError
+from memread.modules.output import VocabularyProjection
 from memread.readers import READERS, build_reader
 from memread.readers.base import ReaderOutput
 from memread.tasks.base import ModelOutput
@@ -68,7 +69,7 @@ class LanguageModel(nn.Module):
         self.loss_reduction = cfg.loss_reduction
         self.reader = reader
         self.drop = nn.Dropout(cfg.dropout)
-        self.decoder = nn.Linear(reader.output_size, vocab_size)
+        self.decoder = VocabularyProjection(reader.output_size, vocab_size)
         nn.init.uniform_(self.embedding.weight, -cfg.init_range, cfg.init_range)
         nn.init.uniform_(self.decoder.weight, -cfg.init_range, cfg.init_range)
         nn.init.zeros_(self.decoder.bias)
