@@ -5,11 +5,13 @@
 // run as plain loops over each row that the compiler vectorises; the matmuls go to ATen. The Python
 // side allocates every buffer and does everything outside the time loop; see _lstmn_kernels.py.
 //
-// Threads: within a step the rows are independent, so each pass over the rows is split between
+// Threads: the rows of a batch never interact, so the batch is split into blocks of rows between
 // torch's intra-op threads (at::parallel_for; the extension is built with -fopenmp, as torch's own
-// OpenMP backend needs). Each chunk of rows has its own scratch, every write goes to rows of its own
-// batch rows, and the one sum over rows, dv, is kept per row and added up in row order after the loop,
-// so the results do not depend on the number of threads (bit for bit).
+// OpenMP backend needs) and each thread runs the whole time loop over its block, the step's matmuls
+// included (on the block's rows, single-threaded inside the parallel region): no synchronisation per
+// step. Each block has its own scratch, every write goes to its own rows, and the one sum over rows,
+// dv, is kept per row and added up in row order after the loop, so the results do not depend on the
+// number of threads (up to the matmul library's summation order for a different number of rows).
 
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
@@ -73,7 +75,8 @@ inline void weighted_sum(const scalar_t* __restrict__ w, const scalar_t* __restr
 
 // tanh for the fused loops over the window. double: std::tanh. float: a branch-free form the compiler
 // vectorises, tanh|x| = -m / (2 + m) with m = expm1(-2|x|) = 2^n (e^r - 1) + (2^n - 1), r in [-ln2/2, ln2/2],
-// e^r - 1 by its Taylor series to r^8; at most 3 float ulps from tanh (torch's own: 1)
+// e^r - 1 by its Taylor series to r^7 (with or without the r^8 term the error measures at most
+// 2.5 ulps from tanh over [-10, 10]; torch's own: 1)
 inline double tanh_k(double x) { return std::tanh(x); }
 
 inline float tanh_k(float x) {
@@ -82,8 +85,7 @@ inline float tanh_k(float x) {
   const int32_t n = static_cast<int32_t>(y * 1.44269504f - 0.5f);  // round(y / ln2), toward the nearer
   const float nf = static_cast<float>(n);
   const float r = (y - nf * 0.693145752f) - nf * 1.42860677e-06f;  // y - n ln2, ln2 in two parts
-  float p = 1.0f / 40320;
-  p = p * r + 1.0f / 5040;
+  float p = 1.0f / 5040;
   p = p * r + 1.0f / 720;
   p = p * r + 1.0f / 120;
   p = p * r + 1.0f / 24;
@@ -165,8 +167,8 @@ inline void tanh_dot_backward(const scalar_t* __restrict__ key, const scalar_t* 
   }
 }
 
-// rows per chunk for at::parallel_for over the batch: a step's work per row is small (a window of
-// slots), so a batch of fewer than 8 rows stays on one thread
+// rows per block for at::parallel_for over the batch (one block per thread when the batch allows): a
+// step's work per row is small (a window of slots), so a batch of fewer than 8 rows stays on one thread
 inline int64_t row_grain(int64_t B) { return B >= 8 ? 4 : B; }
 
 // (B, n) view of row t of a (B, T, X) contiguous buffer, columns [c0, c0 + n)
@@ -188,20 +190,24 @@ void forward_impl(const Tensor& proj, Tensor& HC, Tensor& K, Tensor& s_all, Tens
   scalar_t* htp = hc_tilde.data_ptr<scalar_t>();
   scalar_t* gp = gates.data_ptr<scalar_t>();
   const scalar_t* vp = v.data_ptr<scalar_t>();
-  Tensor z = proj.new_empty({B, H4 + A});  // h~_t W_f^T: gates' recurrent part | W_h~ h~_t
-  Tensor x_b = proj.new_empty({B, H4});  // W_gx x_t + b + gates' recurrent part, one row at a time
   const scalar_t* bp = b_f.data_ptr<scalar_t>();
+  Tensor z = proj.new_empty({B, H4 + A});  // h~_t W_f^T: gates' recurrent part | W_h~ h~_t
+  Tensor x_b = proj.new_empty({B, H4});  // W_gx x_t + b, one row at a time
   scalar_t* zp = z.data_ptr<scalar_t>();
-  const scalar_t* q_rec = q_rec0.data_ptr<scalar_t>();  // (B, A), row stride q_stride
-  int64_t q_stride = A;
-  const std::vector<scalar_t> zero(Hd, scalar_t(0));
   scalar_t* xbp = x_b.data_ptr<scalar_t>();
-  const int64_t grain = row_grain(B);
-  for (int64_t t = 0; t < T; ++t) {
-    int64_t lo, hi;
-    window(t, S0, span, first, lo, hi);
-    at::parallel_for(0, B, grain, [&](int64_t b0, int64_t b1) {
-      std::vector<scalar_t> a(S);  // this chunk's scores
+  const std::vector<scalar_t> zero(Hd, scalar_t(0));
+  // Rows never interact, so each thread runs the whole time loop over its own block of rows (the
+  // matmuls of a step on that block's rows): no synchronisation between steps.
+  at::parallel_for(0, B, row_grain(B), [&](int64_t b0, int64_t b1) {
+    at::NoGradGuard no_grad;  // grad mode is per thread: the weights may require grad
+    const int64_t nb = b1 - b0;
+    std::vector<scalar_t> a(S);  // this block's scores
+    Tensor z_blk = z.narrow(0, b0, nb);
+    const scalar_t* q_rec = q_rec0.data_ptr<scalar_t>();  // W_h~ h~_{t-1}: (B, A), row stride q_stride
+    int64_t q_stride = A;
+    for (int64_t t = 0; t < T; ++t) {
+      int64_t lo, hi;
+      window(t, S0, span, first, lo, hi);
       for (int64_t b = b0; b < b1; ++b) {
         {  // q_t = W_x x_t + W_h~ h~_{t-1}
           const scalar_t* x = pp + (b * T + t) * P;
@@ -227,9 +233,7 @@ void forward_impl(const Tensor& proj, Tensor& HC, Tensor& K, Tensor& s_all, Tens
         for (int64_t i = lo_b; i < hi; ++i) s[i] = a[i] / total;
         weighted_sum(s + lo_b, hc + (b * S + lo_b) * H2, hi - lo_b, H2, ht, H2);  // (6)  [h~_t | c~_t]
       }
-    });
-    at::mm_out(z, step_view(hc_tilde, t, 0, Hd), W_fT);
-    at::parallel_for(0, B, grain, [&](int64_t b0, int64_t b1) {
+      at::mm_out(z_blk, step_view(hc_tilde, t, 0, Hd).narrow(0, b0, nb), W_fT);
       for (int64_t b = b0; b < b1; ++b) {
         const scalar_t* __restrict__ x = pp + (b * T + t) * P + A;
         const scalar_t* __restrict__ zb = zp + b * (H4 + A);
@@ -252,12 +256,12 @@ void forward_impl(const Tensor& proj, Tensor& HC, Tensor& K, Tensor& s_all, Tens
 #pragma omp simd
         for (int64_t k = 0; k < Hd; ++k) h[k] *= g[2 * Hd + k];  // (9)
       }
-    });
-    Tensor K_t = K.select(1, S0 + t);
-    at::mm_out(K_t, HC.select(1, S0 + t).narrow(1, 0, Hd), W_hT);  // W_h h_t, once for every later token
-    q_rec = zp + H4;
-    q_stride = H4 + A;
-  }
+      Tensor K_t = K.select(1, S0 + t).narrow(0, b0, nb);
+      at::mm_out(K_t, HC.select(1, S0 + t).narrow(1, 0, Hd).narrow(0, b0, nb), W_hT);  // W_h h_t, kept
+      q_rec = zp + H4;
+      q_stride = H4 + A;
+    }
+  });
 }
 
 template <typename scalar_t>
@@ -287,15 +291,17 @@ void backward_impl(const Tensor& grad_h, const Tensor& grad_c, const Tensor& gra
   Tensor dh = HC.new_empty({B, Hd});
   scalar_t* dhp = dh.data_ptr<scalar_t>();
   const std::vector<scalar_t> zero(Hd, scalar_t(0));
-  const int64_t grain = row_grain(B);
-  for (int64_t t = T - 1; t >= 0; --t) {
-    const int64_t slot = S0 + t;
-    // d h_t: through its key (4), from outside and through the summaries of later tokens (6) below
-    Tensor dK_slot = dK.select(1, slot);
-    at::mm_out(dh, dK_slot, W_hv);
-    const int64_t end = span == 0 ? T : std::min(T, t + 1 + span);  // later tokens that can see this slot
-    at::parallel_for(0, B, grain, [&](int64_t b0, int64_t b1) {
-      std::vector<scalar_t> read(H2), s_slot(T), tanh_c(Hd);  // this chunk's scratch
+  // as in the forward pass, each thread runs the whole (reversed) time loop over its block of rows
+  at::parallel_for(0, B, row_grain(B), [&](int64_t b0, int64_t b1) {
+    at::NoGradGuard no_grad;  // grad mode is per thread: the weights may require grad
+    const int64_t nb = b1 - b0;
+    std::vector<scalar_t> read(H2), s_slot(T), tanh_c(Hd), ds(S), dq(A);  // this block's scratch
+    Tensor dh_blk = dh.narrow(0, b0, nb);
+    for (int64_t t = T - 1; t >= 0; --t) {
+      const int64_t slot = S0 + t;
+      // d h_t: through its key (4), from outside and through the summaries of later tokens (6) below
+      at::mm_out(dh_blk, dK.select(1, slot).narrow(0, b0, nb), W_hv);
+      const int64_t end = span == 0 ? T : std::min(T, t + 1 + span);  // later tokens that can see this slot
       for (int64_t b = b0; b < b1; ++b) {
         std::fill(read.begin(), read.end(), scalar_t(0));
         for (int64_t r = t + 1; r < end; ++r) s_slot[r - t - 1] = sp[(b * T + r) * S + slot];  // who read it
@@ -326,20 +332,18 @@ void backward_impl(const Tensor& grad_h, const Tensor& grad_c, const Tensor& gra
           dct[k] = dc * f_t;  // d c~_t  (8)
         }
       }
-    });
-    // d h~_t = d gates_t W_g + d q_{t+1} W_h~ (W_h~ h~_t was token t+1's query): one product with W_f, as
-    // [d gates_t | d q_{t+1}] lie side by side in dproj (row t, then row t+1 of the same sequence)
-    Tensor d_h_tilde = step_view(D, t, 0, Hd);
-    const bool last = t + 1 == T;
-    const Tensor lhs = last ? step_view(dproj, t, A, H4)
-                            : dproj.as_strided({B, H4 + A}, {T * P, 1}, dproj.storage_offset() + t * P + A);
-    const Tensor& W = last ? W_g : W_f;
-    if (grad_h_tilde.defined()) at::addmm_out(d_h_tilde, grad_h_tilde.select(1, t), lhs, W);
-    else at::mm_out(d_h_tilde, lhs, W);
-    int64_t lo, hi;
-    window(t, S0, span, first, lo, hi);
-    at::parallel_for(0, B, grain, [&](int64_t b0, int64_t b1) {
-      std::vector<scalar_t> ds(S), dq(A);  // this chunk's scratch
+      // d h~_t = d gates_t W_g + d q_{t+1} W_h~ (W_h~ h~_t was token t+1's query): one product with W_f, as
+      // [d gates_t | d q_{t+1}] lie side by side in dproj (row t, then row t+1 of the same sequence)
+      Tensor d_h_tilde = step_view(D, t, 0, Hd).narrow(0, b0, nb);
+      const bool last = t + 1 == T;
+      const Tensor lhs = last ? step_view(dproj, t, A, H4).narrow(0, b0, nb)
+                              : dproj.as_strided({nb, H4 + A}, {T * P, 1},
+                                                 dproj.storage_offset() + b0 * T * P + t * P + A);
+      const Tensor& W = last ? W_g : W_f;
+      if (grad_h_tilde.defined()) at::addmm_out(d_h_tilde, grad_h_tilde.select(1, t).narrow(0, b0, nb), lhs, W);
+      else at::mm_out(d_h_tilde, lhs, W);
+      int64_t lo, hi;
+      window(t, S0, span, first, lo, hi);
       for (int64_t b = b0; b < b1; ++b) {
         std::fill_n(dpp + (b * T + t) * P, A, scalar_t(0));
         const int64_t lo_b = start ? std::max(lo, start[b]) : lo;
@@ -363,8 +367,8 @@ void backward_impl(const Tensor& grad_h, const Tensor& grad_c, const Tensor& gra
 #pragma omp simd
         for (int64_t k = 0; k < A; ++k) dqt[k] = dq[k] * vp[k];
       }
-    });
-  }
+    }
+  });
   for (int64_t b = 0; b < B; ++b) axpy(scalar_t(1), dv_rows.data() + b * A, dvp, A);
 }
 

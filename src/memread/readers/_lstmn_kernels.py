@@ -2,8 +2,8 @@
 
 The C++ source runs the per-step loops of :mod:`memread.readers.lstmn` (forward and hand-written
 backward) on the CPU with the same buffers and equations as the Python path, so no Python runs per
-step and the attention passes over each window are single loops; within a step the batch rows are
-split between torch's intra-op threads. It is compiled on first use with
+step and the attention passes over each window are single loops; the batch is split into blocks of rows
+between torch's intra-op threads, each running the whole time loop over its rows. It is compiled on first use with
 ``torch.utils.cpp_extension`` (a C++ compiler and ``ninja`` are needed; ``pip install memread[fast]``
 brings ninja) and cached by torch in its extensions folder (``TORCH_EXTENSIONS_DIR``).
 
@@ -53,7 +53,7 @@ def kernels():
         # torch's OpenMP backend is driven by -fopenmp (the native backend, a thread pool, needs no flag)
         openmp = ["-fopenmp"] if "parallel backend: OpenMP" in torch.__config__.parallel_info() else []
         cpp_extension.load(
-            name=f"memread_lstmn_par_{capability.lower()}",
+            name=f"memread_lstmn_blk_{capability.lower()}",
             sources=[str(SOURCE)],
             # -fno-trapping-math lets the compiler vectorise the branch-free float tanh; -fopenmp makes
             # at::parallel_for split the rows between torch's threads (torch's OpenMP backend: it links
