@@ -1,8 +1,11 @@
 """LSTMN fusion decoder (Cheng et al. 2016, section 4): shapes and errors; the fast path equals a naive
 per-example, per-step reading of equations (4)-(9) with (10)-(15) (deep fusion) or of our shallow
 fusion definition, in float64 with padding on both sides, with and without autograd recording;
-gradients equal the naive ones and reach every parameter; one pair alone equals the same pair in a
-padded batch; ``step`` equals teacher forcing; ``reorder`` selects rows; the LSTMN encoder's memory
+gradients equal the naive ones and reach every parameter; the in-place tapes of teacher forcing
+under autograd give the gradients of the tapes grown by concatenation (``step`` under autograd),
+also through the returned state, over repeated and partial backward passes, and no tape is
+concatenated per step; one pair alone equals the same pair in a padded batch; ``step`` equals
+teacher forcing; ``reorder`` selects rows; the LSTMN encoder's memory
 tape; a tiny copy task and toy SNLI pairs (both fusion encoders) learn."""
 
 from __future__ import annotations
@@ -164,6 +167,69 @@ def test_gradients_equal_naive_and_reach_every_parameter(name):
         assert g_fast.abs().sum() > 0, f"{nm} receives no gradient"
     # nothing flows into padded source slots
     assert not fast[1][~s_mask].any()
+
+
+def concatenated_reading(dec: LSTMNFusionDecoder, y, Y, A, s_mask):
+    """Teacher forcing the old way under autograd: ``step`` by ``step``, the tapes grown by ``torch.cat``."""
+    state = dec.start(Y, A, s_mask, capacity=0)
+    outs = []
+    for t in range(y.size(1)):
+        out, state = dec.step(y[:, t], state)
+        outs.append(out)
+    return torch.stack(outs, dim=1), state["HC"][..., :H], state
+
+
+def tape_loss(states, memory, state, y_mask, seed=7):
+    """A loss reaching the outputs (real steps), the memory and the state's tapes and queries."""
+    g = torch.Generator().manual_seed(seed)
+    parts = [states * y_mask.unsqueeze(-1), memory, state["HC"], state["K"], state["q_rec"], state["p_rec"]]
+    return sum((x * torch.randn(x.shape, generator=g, dtype=x.dtype)).sum() for x in parts)
+
+
+@pytest.mark.parametrize("name", MODES)
+def test_in_place_tapes_give_the_concatenated_tapes_gradients(name):
+    dec = make_decoder(name, source_size(name))
+    y, y_mask, Y, A, s_mask = pairs(TGT, SRC, source_size(name))
+    leaves = [y.requires_grad_(), Y.requires_grad_()] + ([A.requires_grad_()] if dec.deep else [])
+    names = ["y", "Y", "A"][: len(leaves)] + [n for n, _ in dec.named_parameters()]
+    out = dec(y, y_mask, Y, A, s_mask)
+    assert out.state["HC"].shape == (len(TGT), max(TGT), 2 * H) and out.state["K"].shape == (len(TGT), max(TGT), H)
+    loss = tape_loss(out.states, out.memory, out.state, y_mask)
+    fast = torch.autograd.grad(loss, [*leaves, *dec.parameters()], retain_graph=True)
+    states, memory, state = concatenated_reading(dec, y, Y, A, s_mask)
+    for key in ("HC", "K", "q_rec", "p_rec"):
+        torch.testing.assert_close(out.state[key], state[key], atol=1e-12, rtol=0, msg=key)
+    ref = torch.autograd.grad(tape_loss(states, memory, state, y_mask), [*leaves, *dec.parameters()])
+    for nm, g_fast, g_ref in zip(names, fast, ref):
+        torch.testing.assert_close(g_fast, g_ref, atol=1e-10, rtol=0, msg=nm)
+        assert g_fast.abs().sum() > 0, f"{nm} receives no gradient"
+    # the tapes' gradients start from zero in every backward pass: a pass that runs only part of the
+    # graph (v's gradient needs no write of slot 0), then the whole graph again, give the same
+    torch.autograd.grad(loss, [dec.v], retain_graph=True)
+    again = torch.autograd.grad(loss, [*leaves, *dec.parameters()])
+    for nm, g_fast, g_again in zip(names, fast, again):
+        torch.testing.assert_close(g_again, g_fast, atol=1e-12, rtol=0, msg=nm)
+
+
+@pytest.mark.parametrize("name", MODES)
+def test_teacher_forcing_concatenates_no_tape_per_step(name, monkeypatch):
+    dec = make_decoder(name, source_size(name))
+    calls = []
+    cat = torch.cat
+
+    def counting_cat(*args, **kwargs):
+        calls.append(1)
+        return cat(*args, **kwargs)
+
+    monkeypatch.setattr(torch, "cat", counting_cat)
+    counts = []
+    for T in (2, 9):
+        y, y_mask, Y, A, s_mask = pairs([T, T - 1], [3, 2], source_size(name))
+        calls.clear()
+        out = dec(y.requires_grad_(), y_mask, Y, A, s_mask)  # autograd records
+        counts.append(len(calls))
+        out.states.sum().backward()
+    assert counts[0] == counts[1], f"torch.cat calls grow with the target length: {counts}"
 
 
 @pytest.mark.parametrize("name", MODES)

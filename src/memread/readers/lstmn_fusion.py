@@ -55,10 +55,12 @@ remaining per-step products are fused: ``h~_t [W_gates_h~; W_h~]`` (the gates' r
 the next query), ``gamma~_t [W_r_gamma; W_g~]`` (``r_t``'s part and the next inter query), and the key
 ``W_h h_t`` of the new slot (shallow: ``h_t [W_h; W_s]``, the key and the next inter query;
 ``ctx_t [W_x_ctx; W_gates_ctx]``). The time loop runs in Python with autograd. Tapes live in
-preallocated buffers written in place when no graph is recorded (evaluation, :meth:`step` under
-``torch.no_grad()``), and grow by concatenation when autograd records (in-place writes would
-invalidate tensors saved for backward); both read the same slices and compute the same values.
-Shallow fusion's output ``tanh(W_o [h_t; ctx_t])`` is one matmul after the loop. Per step the code
+preallocated buffers written in place. Under autograd (training) :meth:`forward` writes and reads
+them through custom autograd functions whose backward accumulates the tapes' gradients in buffers of
+the same shape, ordered through the graph (:class:`_Tapes`): no tape is copied per step, and the
+intra-attention (4)-(6) is one node. :meth:`step` under autograd (not a training path) grows the
+tapes by concatenation, so that every returned state stays a tensor of its own that may be stepped
+again. Shallow fusion's output ``tanh(W_o [h_t; ctx_t])`` is one matmul after the loop. Per step the code
 avoids slicing tensors that need a gradient (a slice's backward fills a zero tensor of the whole
 input): the inputs are unbound once, fused products are split. :mod:`memread.bench_fusion` times a
 training step against an LSTM decoder with RNNSearch attention.
@@ -73,6 +75,7 @@ from typing import Literal
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
+from torch.autograd.function import once_differentiable
 
 from memread.errors import MemreadError
 from memread.readers.base import ReaderOutput
@@ -87,7 +90,8 @@ class FusionConfig:
 
 def _write(buf: Tensor, n: int, value: Tensor, inplace: bool) -> Tensor:
     """Slot ``n`` of a tape ``buf`` (B, cap, D) set to ``value`` (B, D): in place (the buffer doubles
-    when full), or, when autograd records, as a new tensor holding slots ``0 .. n``."""
+    when full), or, for :meth:`LSTMNFusionDecoder.step` under autograd, as a new tensor holding slots
+    ``0 .. n``."""
     if not inplace:  # (no slicing when the buffer holds exactly n slots: a slice's backward fills zeros)
         return torch.cat([buf if buf.size(1) == n else buf[:, :n], value.unsqueeze(1)], dim=1)
     if n >= buf.size(1):
@@ -96,6 +100,105 @@ def _write(buf: Tensor, n: int, value: Tensor, inplace: bool) -> Tensor:
         buf = grown
     buf[:, n] = value
     return buf
+
+
+class _Tapes:
+    """The target tapes of one teacher-forced reading under autograd: ``HC`` (B, T, 2H) = [h | c] and
+    ``K`` (B, T, H) = W_h h_i, outside autograd, written in place one slot per step by :class:`_TapeWrite`,
+    and their gradients ``dHC``, ``dK`` (same shapes), filled by the backward of the reads.
+
+    Slot ``n`` is written once, at step ``n``, and never modified afterwards; a read at step ``m`` sees
+    slots ``< m`` only. So the buffers are kept as plain attributes of the autograd contexts (not
+    ``save_for_backward``, whose version check every later write would trip): what a read used is
+    still there in backward. The order of the backward calls is enforced by the graph: each write
+    returns a 0-dim token that the next read and the next write take (and :class:`_TapeView` the
+    last). The read at step ``m`` thus depends on the writes of slots ``m - 1, m - 2, .. 0`` through
+    the chain, so the backward of slot ``n``'s write runs after that of every read of slot ``n``
+    (steps ``m > n``), when ``dHC[:, n]`` and ``dK[:, n]`` are complete.
+    """
+
+    def __init__(self, HC: Tensor, K: Tensor):
+        self.HC, self.K = HC, K
+        self.dHC = self.dK = None
+        self.task = None  # the backward pass the gradients belong to
+
+    def grads(self) -> tuple[Tensor, Tensor]:
+        """The gradient buffers, fresh zeros at the first call of each backward pass (after a pass with
+        ``retain_graph``, perhaps running only part of the graph, the next must not see its sums; and
+        the slots' gradients handed out stay untouched)."""
+        task = torch._C._current_graph_task_id()
+        if task != self.task:
+            self.task = task
+            self.dHC, self.dK = torch.zeros_like(self.HC), torch.zeros_like(self.K)
+        return self.dHC, self.dK
+
+
+class _TapeWrite(torch.autograd.Function):
+    """Slot ``n`` of the tapes set to [h | c] and the key (each (B, H)) -> the token of this write (0-dim)."""
+
+    @staticmethod
+    def forward(ctx, tapes: _Tapes, n: int, after: Tensor | None, h: Tensor, c: Tensor, key: Tensor) -> Tensor:
+        H = h.size(1)
+        tapes.HC[:, n, :H] = h
+        tapes.HC[:, n, H:] = c
+        tapes.K[:, n] = key
+        ctx.tapes, ctx.n, ctx.H = tapes, n, H
+        return h.new_zeros(())
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, _):  # every read of slot n has run its backward (see _Tapes)
+        dHC, dK = ctx.tapes.grads()
+        n, H = ctx.n, ctx.H
+        return None, None, None, dHC[:, n, :H], dHC[:, n, H:], dK[:, n]
+
+
+class _TapeRead(torch.autograd.Function):
+    """Intra-attention (4)-(6) over slots ``0 .. n-1`` of the tapes: query (B, H) = W_x x_t + W_h~ h~_{t-1},
+    v (H,) -> [h~_t | c~_t] (B, 2H); ``after`` is the token of the write of slot ``n - 1``."""
+
+    @staticmethod
+    def forward(ctx, tapes: _Tapes, n: int, after: Tensor, query: Tensor, v: Tensor) -> Tensor:
+        t = torch.tanh(tapes.K[:, :n] + query.unsqueeze(1))  # (B, n, H)
+        s = torch.softmax(t @ v, dim=-1)  # (4), (5)  (B, n)
+        ctx.tapes, ctx.n, ctx.t, ctx.s = tapes, n, t, s
+        ctx.save_for_backward(v)
+        return torch.bmm(s.unsqueeze(1), tapes.HC[:, :n]).squeeze(1)  # (6)
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, d_out: Tensor):
+        tapes, n, t, s = ctx.tapes, ctx.n, ctx.t, ctx.s
+        (v,) = ctx.saved_tensors
+        dHC, dK = tapes.grads()
+        ds = torch.bmm(tapes.HC[:, :n], d_out.unsqueeze(2)).squeeze(2)  # (6) -> d s  (B, n)
+        dHC[:, :n].baddbmm_(s.unsqueeze(2), d_out.unsqueeze(1))  # (6) -> d [h_i | c_i] += s_i d_out
+        da = s * (ds - (s * ds).sum(1, keepdim=True))  # (5) softmax
+        d_pre = torch.ops.aten.tanh_backward(da.unsqueeze(2) * v, t)  # (4) d (W_h h_i + query)  (B, n, H)
+        dK[:, :n].add_(d_pre)
+        dv = da.reshape(1, -1).mm(t.reshape(-1, t.size(2))).squeeze(0)  # (4) d v = sum_(b, i) da_i t_i
+        return None, None, None, d_pre.sum(1), dv
+
+
+class _TapeView(torch.autograd.Function):
+    """Slots ``0 .. n-1`` of the tapes as (B, n, 2H), (B, n, H) views whose gradients enter the tapes'
+    (the state after a teacher-forced reading; nothing writes the buffers afterwards)."""
+
+    @staticmethod
+    def forward(ctx, tapes: _Tapes, n: int, after: Tensor) -> tuple[Tensor, Tensor]:
+        ctx.set_materialize_grads(False)
+        ctx.tapes, ctx.n = tapes, n
+        return tapes.HC[:, :n], tapes.K[:, :n]
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, d_HC: Tensor | None, d_K: Tensor | None):
+        dHC, dK = ctx.tapes.grads()
+        if d_HC is not None:
+            dHC[:, : ctx.n].add_(d_HC)
+        if d_K is not None:
+            dK[:, : ctx.n].add_(d_K)
+        return None, None, None
 
 
 class LSTMNFusionDecoder(nn.Module):
@@ -214,9 +317,12 @@ class LSTMNFusionDecoder(nn.Module):
 
     def _advance(self, x_proj: Tensor, st: dict, w: dict, inplace: bool):
         """One target token: x_proj (B, P) its input-only projections -> h_t (B, H), the inter-attention
-        p^t (B, S) and (shallow) ctx_t (B, Hs) or (deep) None; updates the dict ``st`` to the new state."""
+        p^t (B, S) and (shallow) ctx_t (B, Hs) or (deep) None; updates the dict ``st`` to the new state.
+
+        The target tapes are ``st["HC"]``, ``st["K"]`` (see :func:`_write`), or, in a teacher-forced
+        reading under autograd, ``st["tape"]``: a :class:`_Tapes` and the token of its last write."""
         H = self.cfg.hidden
-        n, HC, K = st["n"], st["HC"], st["K"]
+        n, HC, K, tape = st["n"], st["HC"], st["K"], st.get("tape")
         src, src_keys = st["src"], st["src_keys"]
 
         def first(tape: Tensor) -> Tensor:  # slots 0 .. n-1 (the whole tape when autograd records)
@@ -232,6 +338,8 @@ class LSTMNFusionDecoder(nn.Module):
         def intra(query: Tensor) -> Tensor:  # (4)-(6): [h~_t | c~_t]  (B, 2H)
             if n == 0:
                 return query.new_zeros(query.size(0), 2 * H)
+            if tape is not None:
+                return _TapeRead.apply(tape[0], n, tape[1], query, self.v)
             a = torch.tanh(first(K) + query.unsqueeze(1)) @ self.v  # (4)  (B, n)
             s = torch.softmax(a, dim=-1)  # (5)
             return torch.bmm(s.unsqueeze(1), first(HC)).squeeze(1)  # (6)
@@ -265,8 +373,11 @@ class LSTMNFusionDecoder(nn.Module):
             c_t = torch.addcmul(f_t * c_tilde, i_t, c_hat)  # (8)
             h_t = o_t * torch.tanh(c_t)  # (9)
             key, st["p_rec"] = (h_t @ w["W_hT"]).split(H, dim=1)  # key of the new slot | W_s h_t for t + 1
-        st["HC"] = _write(HC, n, torch.cat([h_t, c_t], dim=1), inplace)
-        st["K"] = _write(K, n, key, inplace)
+        if tape is not None:
+            st["tape"] = tape[0], _TapeWrite.apply(tape[0], n, tape[1], h_t, c_t, key)
+        else:
+            st["HC"] = _write(HC, n, torch.cat([h_t, c_t], dim=1), inplace)
+            st["K"] = _write(K, n, key, inplace)
         st["n"] = n + 1
         return h_t, p, ctx
 
@@ -285,7 +396,7 @@ class LSTMNFusionDecoder(nn.Module):
 
         Costs O(S + t): the source keys and the target slots' keys are kept in the state. Under
         ``torch.no_grad()`` the tapes are written in place: the given state is consumed (step each
-        state once; :meth:`reorder` copies).
+        state once; :meth:`reorder` copies). Under autograd they are concatenated (see "Fast path").
         """
         w = self._weights()
         st = dict(state)
@@ -298,18 +409,23 @@ class LSTMNFusionDecoder(nn.Module):
         B, T, _ = y.shape
         if y_mask is None:
             y_mask = torch.ones(B, T, dtype=torch.bool, device=y.device)
-        inplace = not torch.is_grad_enabled()
-        st = self.start(source_states, source_cells, source_mask, capacity=T if inplace else 0)
+        recording = torch.is_grad_enabled()
+        st = self.start(source_states, source_cells, source_mask, capacity=T)
+        if recording:  # the tapes are written in place all the same (see _Tapes)
+            st["tape"] = _Tapes(st["HC"], st["K"]), None
         w = self._weights()
         proj = self._project(y, w)  # every input-only part, all steps  (B, T, P)
         hs, ctxs, ps = [], [], []
         for x_proj in proj.unbind(1):  # (unbind: one backward op, not a slice's per step)
-            h_t, p, ctx = self._advance(x_proj, st, w, inplace)
+            h_t, p, ctx = self._advance(x_proj, st, w, not recording)
             hs.append(h_t)
             ctxs.append(ctx)
             if return_attention:
                 ps.append(p)
-        memory = st["HC"][:, :T, : self.cfg.hidden] if inplace else torch.stack(hs, dim=1)  # (B, T, H)
+        if recording:
+            tapes, token = st.pop("tape")
+            st["HC"], st["K"] = _TapeView.apply(tapes, T, token)
+        memory = torch.stack(hs, dim=1) if recording else st["HC"][:, :T, : self.cfg.hidden]  # (B, T, H)
         states = self._output(memory, None if self.deep else torch.stack(ctxs, dim=1))
         return ReaderOutput(
             states=self.drop(states),
