@@ -27,7 +27,7 @@ from memread.readers.birnn import BiRNNReader, reversal_index
 from memread.readers.iaa import IAAConfig, IterativeAlternatingAttention
 from memread.readers.rnn import RNNReader, RNNReaderConfig
 from memread.data.batching import length_buckets
-from memread.tasks.cloze import ClozeBatches, ClozeTask, ClozeTaskConfig
+from memread.tasks.cloze import ClozeTask, ClozeTaskConfig, cloze_batches
 
 BIGRU = RNNReaderConfig(name="gru", hidden=6, bidirectional=True)
 
@@ -194,9 +194,9 @@ def test_one_question_alone_equals_it_in_a_padded_batch(head):
     enc = task.encoded("valid")
     order = sorted(range(len(enc)), key=lambda i: len(enc[i]["doc"]))
     group = [order[0], order[-1], order[len(order) // 2]]  # shortest among longer ones: padded
-    together = model(ClozeBatches(enc, [group], task.vocab.pad_id)[0])
+    together = model(cloze_batches(enc, [group], task.vocab.pad_id)[0])
     for row, i in enumerate(group):
-        alone = model(ClozeBatches(enc, [[i]], task.vocab.pad_id)[0])
+        alone = model(cloze_batches(enc, [[i]], task.vocab.pad_id)[0])
         n, c = len(enc[i]["doc"]), len(enc[i]["cands"])
         torch.testing.assert_close(together.logits[row, :c], alone.logits[0], rtol=1e-5, atol=1e-6)
         assert bool((together.logits[row, c:] == float("-inf")).all())

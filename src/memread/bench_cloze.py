@@ -22,7 +22,7 @@ from memread.bench import reject_size_flags
 from memread.config import parse_settings
 from memread.data.cbt import BLANK, ClozeExample
 from memread.readers.rnn import RNNReaderConfig
-from memread.tasks.cloze import ClozeTask, ClozeTaskConfig
+from memread.tasks.cloze import ClozeTask, ClozeTaskConfig, padding_fraction
 
 
 def synthetic_questions(n: int, doc_len: int, query_len: int, vocab: int, seed: int) -> list[ClozeExample]:
@@ -88,8 +88,8 @@ def bench_cloze(batch: int = 32, emb: int = 384, hidden: int = 128, inference: i
     return {
         "bench": "iaa vs as_reader (training throughput, same process, interleaved)",
         "ratio": result["step"]["ratio"], **result,
-        "padding_fraction": round(batches.padding_fraction(), 4),
-        "padding_fraction_unbucketed": round(unbucketed.padding_fraction(), 4),
+        "padding_fraction": round(padding_fraction(batches), 4),
+        "padding_fraction_unbucketed": round(padding_fraction(unbucketed), 4),
         "batch": batch, "emb": emb, "hidden": hidden, "inference": inference, "steps": steps,
         "fixed_query": fixed_query, "doc_len": doc_len, "mean_doc_len": round(statistics.mean(len(e.document) for e in examples), 1),
         "query_len": query_len, "vocab": vocab, "n_batches": n_batches, "repeats": repeats,

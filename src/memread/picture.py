@@ -15,7 +15,7 @@ import torch
 
 from memread.errors import MemreadError
 from memread.experiment import load_trained
-from memread.tasks.cloze import ClozeBatches
+from memread.tasks.cloze import cloze_batches
 
 
 @torch.no_grad()
@@ -30,7 +30,7 @@ def trace_question(run_dir: Path, data_root: Path, split: str = "test", index: i
     example = examples[index] if len(examples) == len(encoded) else None
     if example is None:
         raise MemreadError(f"{split}: questions were dropped from this split; pick another split")
-    batch = ClozeBatches(encoded, [[index]], task.vocab.pad_id)[0]
+    batch = cloze_batches(encoded, [[index]], task.vocab.pad_id)[0]
     reading = model.read(batch, trace=True)
     if reading.iaa is not None:
         query_att = reading.iaa.query_trace[0]  # (T, Tq)

@@ -32,7 +32,7 @@ batches), so that padding wastes little.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+import functools
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -42,7 +42,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from memread.data.babi import babi_path, read_babi
-from memread.data.batching import batch_order, pad
+from memread.data.batching import Batches, batch_order, pad
 from memread.data.cbt import ClozeExample, read_cbt
 from memread.data.stories import story_splits
 from memread.data.vocab import Vocab
@@ -197,40 +197,35 @@ class ClozeModel(nn.Module):
         return ModelOutput(loss=loss, stats=stats, logits=log_p, attention=reading.attention)
 
 
-class ClozeBatches(Sequence):
+def collate_cloze(items: list[dict], pad_id: int) -> dict[str, Tensor]:
+    """One batch of encoded cloze examples (see :meth:`ClozeTask.encoded`), padded."""
+    doc, doc_mask = pad([e["doc"] for e in items], pad_id)
+    query, query_mask = pad([e["query"] for e in items], pad_id)
+    cands, cand_mask = pad([e["cands"] for e in items], pad_id)
+    doc_words, _ = pad([e["doc_words"] for e in items], -1)  # -1 and -2 at padding: never equal
+    cand_words, _ = pad([e["cand_words"] for e in items], -2)
+    batch = {"doc": doc, "doc_mask": doc_mask, "query": query, "query_mask": query_mask,
+             "cands": cands, "cand_mask": cand_mask, "doc_words": doc_words, "cand_words": cand_words,
+             "answer": torch.tensor([e["answer"] for e in items], dtype=torch.long),
+             "index": torch.tensor([e["index"] for e in items], dtype=torch.long)}
+    if "group" in items[0]:
+        batch["group"] = torch.tensor([e["group"] for e in items], dtype=torch.long)
+    return batch
+
+
+def cloze_batches(encoded: list[dict], groups: list[list[int]], pad_id: int) -> Batches:
     """Batches of encoded examples; ``groups[i]`` lists the example indices of batch i."""
+    return Batches(encoded, groups, functools.partial(collate_cloze, pad_id=pad_id))
 
-    def __init__(self, encoded: list[dict], groups: list[list[int]], pad_id: int):
-        self.encoded, self.groups, self.pad_id = encoded, groups, pad_id
 
-    def __len__(self) -> int:
-        return len(self.groups)
-
-    def __getitem__(self, i: int) -> dict[str, Tensor]:
-        if not 0 <= i < len(self):
-            raise IndexError(i)
-        items = [self.encoded[j] for j in self.groups[i]]
-        doc, doc_mask = pad([e["doc"] for e in items], self.pad_id)
-        query, query_mask = pad([e["query"] for e in items], self.pad_id)
-        cands, cand_mask = pad([e["cands"] for e in items], self.pad_id)
-        doc_words, _ = pad([e["doc_words"] for e in items], -1)  # -1 and -2 at padding: never equal
-        cand_words, _ = pad([e["cand_words"] for e in items], -2)
-        batch = {"doc": doc, "doc_mask": doc_mask, "query": query, "query_mask": query_mask,
-                 "cands": cands, "cand_mask": cand_mask, "doc_words": doc_words, "cand_words": cand_words,
-                 "answer": torch.tensor([e["answer"] for e in items], dtype=torch.long),
-                 "index": torch.tensor(self.groups[i], dtype=torch.long)}
-        if "group" in items[0]:
-            batch["group"] = torch.tensor([e["group"] for e in items], dtype=torch.long)
-        return batch
-
-    def padding_fraction(self) -> float:
-        """Share of document positions in these batches that are padding."""
-        real = total = 0
-        for g in self.groups:
-            lengths = [len(self.encoded[j]["doc"]) for j in g]
-            real += sum(lengths)
-            total += max(lengths) * len(lengths)
-        return 1.0 - real / max(total, 1)
+def padding_fraction(batches: Batches) -> float:
+    """Share of document positions in cloze batches that are padding."""
+    real = total = 0
+    for g in batches.groups:
+        lengths = [len(batches.encoded[j]["doc"]) for j in g]
+        real += sum(lengths)
+        total += max(lengths) * len(lengths)
+    return 1.0 - real / max(total, 1)
 
 
 def build_encoder(reader_cfg, input_size: int) -> nn.Module:
@@ -346,6 +341,7 @@ class ClozeTask:
                     "doc_words": doc_words,
                     "cand_words": [words.setdefault(c, len(words)) for c in candidates],
                     "answer": candidates.index(ex.answer),
+                    "index": len(out),  # position in this split's encoded examples
                 }
                 if self.groups:
                     item["group"] = group_id[ex.group]
@@ -354,11 +350,11 @@ class ClozeTask:
             self._encoded[split] = out
         return self._encoded[split]
 
-    def batches(self, split: str, batch_size: int, epoch: int = 0, seed: int = 0) -> ClozeBatches:
+    def batches(self, split: str, batch_size: int, epoch: int = 0, seed: int = 0) -> Batches:
         enc = self.encoded(split)
         g = torch.Generator().manual_seed(seed * 1_000_003 + epoch) if split == "train" else None
         groups = batch_order([len(e["doc"]) for e in enc], batch_size, self.cfg.bucket, g)
-        return ClozeBatches(enc, groups, self.vocab.pad_id)
+        return cloze_batches(enc, groups, self.vocab.pad_id)
 
     # ------------------------------------------------------------------ model and metrics
     def build_model(self, reader_cfg) -> ClozeModel:
