@@ -19,6 +19,7 @@ from memread.readers import build_reader
 from memread.readers.attention_lm import AttentionLMConfig
 from memread.readers.doc_lstm import DocLSTMConfig
 from memread.readers.key_value_predict import KeyValuePredictConfig
+from memread.readers.lstmn import LSTMNConfig
 from memread.readers.ngram_rnn import NGramRNNConfig
 from memread.readers.rnn import RNNReaderConfig
 from memread.tasks.language_model import LanguageModel, LanguageModelTask, LMTaskConfig
@@ -124,13 +125,20 @@ def naive_query_loglik(model, vocab, ex, cand):
 def test_cbt_scores_are_query_log_likelihoods_and_accuracy_is_per_file(fixtures):
     ne, p = fixtures / "cbt" / "cbtest_NE_fixture.txt", fixtures / "cbt" / "cbtest_P_fixture.txt"
     vocab = cbt_vocab(ne, p)
+    examples = read_cbt(ne, context_lines=20) + read_cbt(p, context_lines=20)
+    # the context read once and its state repeated per candidate == each candidate's whole sequence read
+    for cfg in (KeyValuePredictConfig(hidden=12, window=3), AttentionLMConfig(hidden=12, window=4),
+                NGramRNNConfig(hidden=12, n=3), DocLSTMConfig(hidden=12), RNNReaderConfig(hidden=12),
+                LSTMNConfig(hidden=12, span=5)):
+        torch.manual_seed(0)
+        model = LanguageModel(len(vocab), LMTaskConfig(emb=8), build_reader(cfg, 8)).double().eval()
+        scores = score_candidates(model, vocab, examples, questions_per_batch=3)  # padded, mixed-length batches
+        for ex, s in zip(examples, scores):
+            assert len(s) == len(ex.candidates)
+            for cand, value in zip(ex.candidates, s):
+                assert value == pytest.approx(naive_query_loglik(model, vocab, ex, cand), abs=1e-9), cfg.name
     torch.manual_seed(0)
     model = LanguageModel(len(vocab), LMTaskConfig(emb=8), build_reader(KeyValuePredictConfig(hidden=12, window=3), 8)).eval()
-    examples = read_cbt(ne, context_lines=20) + read_cbt(p, context_lines=20)
-    scores = score_candidates(model, vocab, examples, questions_per_batch=3)  # padded, mixed-length batches
-    for ex, s in zip(examples, scores):
-        for cand, value in zip(ex.candidates, s):
-            assert value == pytest.approx(naive_query_loglik(model, vocab, ex, cand), abs=1e-4)
     # a model that always predicts one word picks it whenever it is a candidate
     with torch.no_grad():
         model.decoder.weight.zero_()

@@ -25,6 +25,7 @@ from memread.data.cbt import BLANK, ClozeExample, read_cbt
 from memread.data.ptb import EOS
 from memread.data.vocab import Vocab
 from memread.errors import MemreadError
+from memread.readers.base import flatten_state, state_structure, unflatten_state
 
 SUBSET = re.compile(r"(?:cbtest|cloze)_(NE|CN|V|P)_")  # CBT's files and memread's cloze builder's
 
@@ -54,35 +55,66 @@ def candidate_sequences(example: ClozeExample, vocab: Vocab) -> tuple[int, list[
     return len(context), rows
 
 
+def _batch_dims(model: torch.nn.Module, device: torch.device) -> dict[str, int | None]:
+    """Which dimension of each tensor of the reader's state is the batch: read one row and two rows and
+    see which size changes (``None``: the tensor is shared by every row)."""
+    def flat(rows: int) -> dict[str, Tensor]:
+        x = torch.zeros(rows, 2, dtype=torch.long, device=device)
+        return flatten_state(model.read(x, torch.ones_like(x, dtype=torch.bool)).state)
+    one, two = flat(1), flat(2)
+    return {k: next((d for d in range(t.dim()) if t.size(d) != two[k].size(d)), None) for k, t in one.items()}
+
+
+def repeat_rows(state, repeats: Tensor, dims: dict[str, int | None]):
+    """The reader state with row ``b`` repeated ``repeats[b]`` times (one copy per candidate)."""
+    flat = flatten_state(state)
+    flat = {k: t if dims[k] is None else t.repeat_interleave(repeats, dim=dims[k]) for k, t in flat.items()}
+    return unflatten_state(state_structure(state), flat)
+
+
+def _padded(seqs: list[list[int]], pad: int, device: torch.device) -> tuple[Tensor, Tensor]:
+    T = max(len(s) for s in seqs)
+    ids = torch.full((len(seqs), T), pad, dtype=torch.long)
+    for r, s in enumerate(seqs):
+        ids[r, : len(s)] = torch.tensor(s)
+    lengths = torch.tensor([len(s) for s in seqs])
+    return ids.to(device), (torch.arange(T).unsqueeze(0) < lengths.unsqueeze(1)).to(device)
+
+
 @torch.no_grad()
 def score_candidates(model: torch.nn.Module, vocab: Vocab, examples: list[ClozeExample],
                      questions_per_batch: int = 8) -> list[list[float]]:
-    """For every question, the log-likelihood of its query with each candidate filled in."""
+    """For every question, the log-likelihood of its query with each candidate filled in.
+
+    The context is read once per question, from an empty state (a new story); its final state is then
+    repeated once per candidate and the filled-in queries are read from it, so a question costs one
+    context and ten queries, not ten contexts (``tests`` check this against reading each candidate's
+    whole sequence)."""
     model.eval()
     device = next(model.parameters()).device
+    pad = vocab.pad_id or 0
+    dims = _batch_dims(model, device)
     scores: list[list[float]] = []
     for i in range(0, len(examples), questions_per_batch):
         chunk = examples[i : i + questions_per_batch]
-        rows, starts = [], []  # starts: index of the first input whose target is a query token
+        contexts, queries = [], []  # queries: every candidate's filled-in query, question by question
         for ex in chunk:
             n_context, seqs = candidate_sequences(ex, vocab)
-            rows.extend(seqs)
-            starts.extend([n_context - 1] * len(seqs))
-        T = max(len(r) for r in rows) - 1
-        inp = torch.full((len(rows), T), vocab.pad_id or 0, dtype=torch.long)
-        target = torch.full((len(rows), T), vocab.pad_id or 0, dtype=torch.long)
-        scored = torch.zeros(len(rows), T, dtype=torch.bool)
-        for r, (seq, s) in enumerate(zip(rows, starts)):
-            inp[r, : len(seq) - 1] = torch.tensor(seq[:-1])
-            target[r, : len(seq) - 1] = torch.tensor(seq[1:])
-            scored[r, s : len(seq) - 1] = True
-        mask = torch.arange(T).unsqueeze(0) < torch.tensor([len(r) - 1 for r in rows]).unsqueeze(1)
-        inp, target, scored, mask = inp.to(device), target.to(device), scored.to(device), mask.to(device)
-        states = model.read(inp, mask).states  # (R, T, H), from an empty state: a new story
-        logp = F.log_softmax(model.decoder(states[scored]), dim=-1)  # query positions only: (N, V)
-        token_logp = logp.gather(1, target[scored].unsqueeze(1)).squeeze(1)  # (N,)
-        row = torch.arange(len(rows), device=device).unsqueeze(1).expand_as(scored)[scored]  # (N,)
-        per_row: Tensor = torch.zeros(len(rows), dtype=token_logp.dtype, device=device).index_add_(0, row, token_logp)
+            contexts.append(seqs[0][:n_context])
+            queries.extend(seq[n_context:] for seq in seqs)
+        ctx, ctx_mask = _padded(contexts, pad, device)
+        out = model.read(ctx, ctx_mask)  # (Q, Tc, H), from an empty state
+        last = out.states[torch.arange(len(chunk), device=device), ctx_mask.sum(1) - 1]  # (Q, H)
+        repeats = torch.tensor([len(ex.candidates) for ex in chunk], device=device)
+        qry, qry_mask = _padded(queries, pad, device)  # (R, Tq): the targets
+        state = repeat_rows(out.state, repeats, dims)
+        q_states = model.read(qry[:, :-1], qry_mask[:, :-1], state).states  # (R, Tq - 1, H)
+        # the first query word is predicted by the context's last state, each later one by the query's
+        states = torch.cat([last.repeat_interleave(repeats, dim=0).unsqueeze(1), q_states], dim=1)  # (R, Tq, H)
+        logp = F.log_softmax(model.decoder(states[qry_mask]), dim=-1)  # (N, V)
+        token_logp = logp.gather(1, qry[qry_mask].unsqueeze(1)).squeeze(1)  # (N,)
+        row = torch.arange(len(queries), device=device).unsqueeze(1).expand_as(qry_mask)[qry_mask]  # (N,)
+        per_row: Tensor = torch.zeros(len(queries), dtype=token_logp.dtype, device=device).index_add_(0, row, token_logp)
         at = 0
         for ex in chunk:
             scores.append(per_row[at : at + len(ex.candidates)].tolist())
