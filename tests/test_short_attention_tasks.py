@@ -146,6 +146,10 @@ def test_cbt_scores_are_query_log_likelihoods_and_accuracy_is_per_file(fixtures)
         model.decoder.bias[vocab.id("Jack")] = 10.0
     r = evaluate_cbt_file(model, vocab, ne)
     assert r["subset"] == "NE" and r["questions"] == 2 and r["correct"] == 1 and r["accuracy"] == 0.5
+    assert r["answer_in_vocab"] == 2 and r["accuracy_answer_in_vocab"] == 0.5
+    small = Vocab([w for w in vocab.itos if w != "Jack"])  # "Jack" now reads as <unk>
+    r = evaluate_cbt_file(LanguageModel(len(small), LMTaskConfig(emb=8), model.reader).eval(), small, ne)
+    assert r["answer_in_vocab"] == sum(ex.answer != "Jack" for ex in read_cbt(ne, context_lines=20))
     with torch.no_grad():
         model.decoder.bias[vocab.id("Jack")] = 0.0
         model.decoder.bias[vocab.id("into")] = 10.0

@@ -129,9 +129,15 @@ def answer(example: ClozeExample, scores: list[float]) -> str:
 
 def evaluate_cbt_file(model: torch.nn.Module, vocab: Vocab, path: Path, context_lines: int | None = 20,
                       questions_per_batch: int = 8) -> dict:
-    """Accuracy of ``model`` on one CBT-format file: ``{"file", "subset", "questions", "correct", "accuracy"}``."""
+    """Accuracy of ``model`` on one CBT-format file: ``{"file", "subset", "questions", "correct", "accuracy",
+    "answer_in_vocab", "accuracy_answer_in_vocab"}`` (the last two: the questions whose answer is not ``<unk>``)."""
     examples = read_cbt(Path(path), context_lines=context_lines)
     scores = score_candidates(model, vocab, examples, questions_per_batch)
-    correct = sum(answer(ex, s) == ex.answer for ex, s in zip(examples, scores))
-    return {"file": str(path), "subset": subset_of(Path(path)), "questions": len(examples), "correct": correct,
-            "accuracy": correct / len(examples)}
+    hits = [answer(ex, s) == ex.answer for ex, s in zip(examples, scores)]
+    # an answer the vocabulary lacks is read as <unk>, like every other unknown candidate: the LM cannot
+    # tell them apart, so the accuracy on the questions whose answer it knows is reported as well
+    known = [encode_word(vocab, ex.answer) != vocab.unk_id for ex in examples]
+    n_known = sum(known)
+    return {"file": str(path), "subset": subset_of(Path(path)), "questions": len(examples), "correct": sum(hits),
+            "accuracy": sum(hits) / len(examples), "answer_in_vocab": n_known,
+            "accuracy_answer_in_vocab": sum(h for h, k in zip(hits, known) if k) / n_known if n_known else None}
