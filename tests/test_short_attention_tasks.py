@@ -192,6 +192,24 @@ def test_attention_by_position_averages_full_windows_only(tmp_path):
         attention_by_position(tiny_model(task, NGramRNNConfig(hidden=12, n=3)), task, "valid")
 
 
+def test_attention_by_position_of_the_lstmn_tape_matches_reading_the_stream_at_once(tmp_path):
+    """The LSTMN's tape starts empty and carries its last ``span`` slots across segments: the first
+    segment is skipped (no band yet), every later token's weights on the previous 1..span tokens are
+    averaged - the same numbers as reading the whole stream as one segment."""
+    task = LanguageModelTask(LMTaskConfig(dataset="stories", stories=40, emb=8, bptt=7), tmp_path)
+    span = 4
+    model = tiny_model(task, LSTMNConfig(hidden=12, span=span)).double()
+    r = attention_by_position(model, task, "valid", batch_size=1)
+    ids = task.ids("valid")
+    N = len(ids) - 1  # inputs
+    with torch.no_grad():
+        att = model.read(ids[None, :N], torch.ones(1, N, dtype=torch.bool), return_attention=True).attention[0]  # (N, N)
+    expect = torch.stack([att[t, t - span : t] for t in range(task.cfg.bptt, N)]).mean(0)  # [-span .. -1]
+    assert r["window"] == span and r["tokens"] == N - task.cfg.bptt
+    assert r["weights"] == pytest.approx(expect.tolist(), abs=1e-9)
+    assert sum(r["weights"]) == pytest.approx(1.0)
+
+
 # ----------------------------------------------------------------------------- the commands
 
 

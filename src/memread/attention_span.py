@@ -56,18 +56,25 @@ def attention_by_position(model: torch.nn.Module, task: Any, split: str = "test"
         state = out.state
         mask = batch["mask"]
         B, T = mask.shape
-        band = window_band(out.attention, T)  # (B, T, L)
+        # (B, T, L); L = 0 for a reader whose carried history starts empty (the LSTMN's tape, L = its span,
+        # once a segment has been read): such a first segment only counts the tokens seen
+        band = window_band(out.attention, T)
         L = band.size(2)
-        if total is None:
-            total, seen = band.new_zeros(L, dtype=torch.float64), torch.zeros(B, dtype=torch.long)
+        if seen is None:
+            seen = torch.zeros(B, dtype=torch.long)
+        if L and total is None:
+            total = band.new_zeros(L, dtype=torch.float64)
+        if L and L != total.numel():
+            raise MemreadError(f"attention-span: the reader's history changed from {total.numel()} to {L} slots")
         reset = batch.get("reset", torch.zeros_like(mask))
         full = torch.zeros(B, T, dtype=torch.bool)
         for t in range(T):  # tokens of the same document read before t (analysis only: a loop is fine)
             seen = torch.where(reset[:, t], torch.zeros_like(seen), seen)
-            full[:, t] = mask[:, t] & (seen >= L)
+            full[:, t] = mask[:, t] & (seen >= L) if L else False
             seen = seen + mask[:, t].long()
-        total += band[full].double().sum(0)
-        n += int(full.sum())
+        if L:
+            total += band[full].double().sum(0)
+            n += int(full.sum())
     if total is None or n == 0:
         raise MemreadError(f"attention-span: no token of split {split!r} has a full window")
     return {"window": int(total.numel()), "weights": (total / n).tolist(), "tokens": n}

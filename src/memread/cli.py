@@ -190,6 +190,10 @@ def cmd_attention_span(args: argparse.Namespace) -> int:
         name = Path(run_dir).name
         rows[name] = attention_by_position(model, task, args.split, args.batch_size, args.max_batches)
         words, weights = document_attention(model, task, args.split, args.document, args.tokens)
+        if weights.size(1) == 0:  # a tape that starts empty (the LSTMN): `memread attend` draws one text
+            print(f"{name}: its history starts empty, so there is no per-token window picture; use memread attend",
+                  file=sys.stderr)
+            continue
         where = f"document {args.document}" if cfg.task.documents else "stream start"
         document_png(words, weights, out / f"attention_document_{name}.png",
                      title=f"{name}\n{args.split}, {where}, {len(words)} tokens")
@@ -362,7 +366,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_cbt_lm)
 
     p = sub.add_parser("attention-span", help="average attention by position in the history, and one document's weights")
-    p.add_argument("run_dirs", nargs="+", help="runs of attention / kv / kvp readers")
+    p.add_argument("run_dirs", nargs="+", help="runs of attention / kv / kvp readers (or lstmn, over its span)")
     p.add_argument("--split", default="test", choices=["train", "valid", "test"])
     p.add_argument("--checkpoint", default="best", choices=["best", "last"])
     p.add_argument("--out", default="runs/attention-span", help="folder for the PNGs and attention_by_position.json")
