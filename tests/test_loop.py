@@ -76,11 +76,41 @@ def test_sgd_schedule_decays_on_plateau_and_stops_early():
     opt = torch.optim.SGD(model.parameters(), lr=0.65)
     sched = PlateauSchedule(higher_is_better=False, decay=0.85, min_improvement=0.01)
     assert sched.step(100.0, opt) is True
-    assert sched.step(99.5, opt) is False  # < 1% better: not significant
-    assert opt.param_groups[0]["lr"] == pytest.approx(0.65 * 0.85)
+    assert sched.step(99.5, opt) is True  # the best value so far (checkpoint_best), but < 1% better:
+    assert opt.param_groups[0]["lr"] == pytest.approx(0.65 * 0.85)  # not significant, so lr decays
+    assert sched.bad_evals == 1 and sched.best == 100.0 and sched.best_value == 99.5
+    assert sched.step(99.7, opt) is False and sched.bad_evals == 2 and sched.worse_than_best(99.7)
     assert sched.step(90.0, opt) is True and sched.bad_evals == 0
-    assert opt.param_groups[0]["lr"] == pytest.approx(0.65 * 0.85)
+    assert opt.param_groups[0]["lr"] == pytest.approx(0.65 * 0.85 ** 2)
+    restored = PlateauSchedule(higher_is_better=True)
+    restored.load_state_dict({"best": 0.5, "bad_evals": 1})  # a checkpoint from before best_value was kept
+    assert restored.best_value == 0.5 and restored.worse_than_best(0.4) and not restored.worse_than_best(0.6)
     assert eval_points(10, 2) == {5, 10} and eval_points(3, 1) == {3} and eval_points(2, 5) == {1, 2}
+
+
+@pytest.mark.parametrize("restore", [True, False])
+def test_restore_best_goes_back_to_the_best_weights_after_a_worse_validation(tmp_path, restore):
+    cfg = lm_config(optimizer="sgd", lr=0.5, lr_decay=0.5, batch_size=8, max_steps=4, restore_best=restore)
+    trainer = start_run(cfg, tmp_path / "run", tmp_path)
+    trainer.fit()  # four steps and one validation: checkpoint_best holds these weights
+    best = {k: v.clone() for k, v in trainer.model.state_dict().items()}
+    with torch.no_grad():
+        for p in trainer.model.parameters():
+            p.add_(torch.randn_like(p))  # far worse weights
+    ruined = {k: v.clone() for k, v in trainer.model.state_dict().items()}
+    assert trainer.carry is not None  # the state carried from the last batch
+    trainer._validate()
+    valid = records(tmp_path / "run", "valid")
+    assert valid[-1]["ppl"] > valid[0]["ppl"] and valid[-1]["best"] is False
+    assert trainer.lr == pytest.approx(0.25)  # the decay applies either way
+    expected = best if restore else ruined
+    for k, v in trainer.model.state_dict().items():
+        assert torch.equal(v, expected[k]), k
+    assert (trainer.carry is None) == restore
+    restores = records(tmp_path / "run", "restore_best")
+    assert len(restores) == (1 if restore else 0)
+    if restore:
+        assert restores[0]["best_step"] == 4 and restores[0]["lr"] == pytest.approx(0.25)
 
 
 def test_early_stopping_with_patience(tmp_path):

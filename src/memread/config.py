@@ -46,6 +46,7 @@ class TrainConfig:
     min_improvement: float = 0.0  # relative improvement that counts as "significant"
     patience: int = 0  # early stopping after this many evaluations without improvement; 0 = off
     min_lr: float = 0.0  # stop when the learning rate decays below this
+    restore_best: bool = False  # on a validation worse than the best, go back to checkpoint_best's weights (lr stays decayed)
     seed: int = 1
     log_every: int = 50  # optimizer steps between lines in metrics.jsonl
     checkpoint_every: int = 0  # also write checkpoint_last every N steps (0 = at evaluations only)

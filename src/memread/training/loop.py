@@ -25,7 +25,7 @@ from tqdm import tqdm
 from memread.config import ExperimentConfig
 from memread.errors import MemreadError
 from memread.readers.base import detach_state, flatten_state, state_structure, unflatten_state
-from memread.training.checkpoint import save_checkpoint
+from memread.training.checkpoint import load_checkpoint, save_checkpoint
 from memread.training.optim import PlateauSchedule, build_optimizer
 
 
@@ -177,12 +177,29 @@ class Trainer:
             )
         if best:
             self.save("checkpoint_best.pt")
+        elif T.restore_best and self.schedule.worse_than_best(value) and not stop_reason:
+            self._restore_best()
         if stop_reason:
             self.finished, self.stopped = True, "early"
             if T.progress:
                 tqdm.write(f"early stop: {stop_reason}", file=sys.stderr)
         self.save("checkpoint_last.pt")
         return stop_reason is not None
+
+    def _restore_best(self) -> None:
+        """Go back to the best weights (and optimizer state) after a worse validation, keeping the decayed
+        lr and the position in the data; the carried state came from the abandoned weights, so it restarts."""
+        best = load_checkpoint(self.run_dir / "checkpoint_best.pt")
+        lrs = [group["lr"] for group in self.optimizer.param_groups]
+        self.model.load_state_dict(best["model"])
+        self.optimizer.load_state_dict(best["optimizer"])
+        for group, lr in zip(self.optimizer.param_groups, lrs):
+            group["lr"] = lr
+        self.carry = None
+        self.log.write({"event": "restore_best", "step": self.global_step, "epoch": self.epoch,
+                        "best_step": best["loop"]["global_step"], "lr": self.lr})
+        if self.cfg.train.progress:
+            tqdm.write(f"restored the best weights (step {best['loop']['global_step']}), lr {self.lr:.4g}", file=sys.stderr)
 
     def fit(self) -> None:
         T = self.cfg.train

@@ -24,13 +24,22 @@ def build_optimizer(params, cfg: TrainConfig) -> torch.optim.Optimizer:
 
 @dataclass
 class PlateauSchedule:
-    """Tracks the best validation metric; decays lr and counts bad evaluations when it stalls."""
+    """Tracks the best validation metric; decays lr and counts bad evaluations when it stalls.
+
+    Two references: ``best`` is the last *significant* best (a value must beat it by
+    ``min_improvement`` to reset the decay and patience count) and ``best_value`` is simply the best
+    value seen, the one ``checkpoint_best.pt`` holds.
+    """
 
     higher_is_better: bool
     decay: float = 1.0
     min_improvement: float = 0.0
     best: float | None = None
+    best_value: float | None = None
     bad_evals: int = 0
+
+    def better(self, value: float, than: float | None) -> bool:
+        return than is None or (value > than if self.higher_is_better else value < than)
 
     def improved(self, value: float) -> bool:
         if self.best is None:
@@ -38,19 +47,26 @@ class PlateauSchedule:
         margin = abs(self.best) * self.min_improvement
         return value > self.best + margin if self.higher_is_better else value < self.best - margin
 
+    def worse_than_best(self, value: float) -> bool:
+        return self.best_value is not None and self.better(self.best_value, value)
+
     def step(self, value: float, optimizer: torch.optim.Optimizer) -> bool:
-        """Record a validation result; returns True if it is the new best."""
+        """Record a validation result; returns True if it is the best value so far."""
+        new_best = self.better(value, self.best_value)
+        if new_best:
+            self.best_value = value
         if self.improved(value):
             self.best, self.bad_evals = value, 0
-            return True
+            return new_best
         self.bad_evals += 1
         if self.decay != 1.0:
             for group in optimizer.param_groups:
                 group["lr"] *= self.decay
-        return False
+        return new_best
 
     def state_dict(self) -> dict:
-        return {"best": self.best, "bad_evals": self.bad_evals}
+        return {"best": self.best, "best_value": self.best_value, "bad_evals": self.bad_evals}
 
     def load_state_dict(self, d: dict) -> None:
         self.best, self.bad_evals = d["best"], d["bad_evals"]
+        self.best_value = d.get("best_value", d["best"])  # checkpoints from before it was kept apart
