@@ -34,7 +34,7 @@ def main() -> None:
     for r in json.loads(Path(a.spec).read_text()):
         run = Path(r["run"])
         final = json.loads((run / "final.json").read_text())
-        wall = round((run / "final.json").stat().st_mtime - (run / "config.json").stat().st_mtime, 1)
+        wall = r.get("wall_s") or round((run / "final.json").stat().st_mtime - (run / "config.json").stat().st_mtime, 1)
         scale = r.get("scale", 1)
         cells = []
         for metric in r["metrics"]:
