@@ -67,6 +67,17 @@ def test_overrides(tmp_path):
         parse_override("lr=0.5")
 
 
+def test_lr_scale_is_a_typed_table(tmp_path):
+    cfg = load_experiment(write(tmp_path, GOOD + 'lr_scale = { "*.v" = 0.1, "embedding.*" = 2 }\n'))
+    assert cfg.train.lr_scale == {"*.v": 0.1, "embedding.*": 2.0} and isinstance(cfg.train.lr_scale["embedding.*"], float)
+    assert load_experiment(write(tmp_path, GOOD), ['train.lr_scale={"*.v" = 0.5}']).train.lr_scale == {"*.v": 0.5}
+    assert TrainConfig().lr_scale == {}
+    with pytest.raises(MemreadError, match=r"key 'train.lr_scale.\*.v' expects float, got 'x'"):
+        load_experiment(write(tmp_path, GOOD + 'lr_scale = { "*.v" = "x" }\n'))
+    with pytest.raises(MemreadError, match=r"key 'train.lr_scale' expects table of str = float, got 0.1"):
+        load_experiment(write(tmp_path, GOOD + "lr_scale = 0.1\n"))
+
+
 @pytest.mark.parametrize("path", sorted((REPO / "configs").rglob("*.toml")), ids=lambda p: str(p.relative_to(REPO)))
 def test_every_shipped_config_is_valid(path):
     cfg = load_experiment(path)

@@ -19,7 +19,7 @@ from memread.tasks.cloze import ClozeTaskConfig
 from memread.tasks.language_model import LMTaskConfig
 from memread.training.checkpoint import load_checkpoint
 from memread.training.loop import eval_points
-from memread.training.optim import PlateauSchedule
+from memread.training.optim import PlateauSchedule, build_optimizer
 
 TINY_LM = """
 [task]
@@ -111,6 +111,41 @@ def test_restore_best_goes_back_to_the_best_weights_after_a_worse_validation(tmp
     assert len(restores) == (1 if restore else 0)
     if restore:
         assert restores[0]["best_step"] == 4 and restores[0]["lr"] == pytest.approx(0.25)
+
+
+def test_lr_scale_puts_matching_parameters_in_their_own_group():
+    model = torch.nn.ModuleDict({"reader": torch.nn.Linear(3, 2), "decoder": torch.nn.Linear(2, 4)})
+    cfg = TrainConfig(optimizer="sgd", lr=0.5, lr_scale={"reader.bias": 0.1, "reader.*": 2.0})
+    opt = build_optimizer(model.named_parameters(), cfg)
+    assert [g["lr"] for g in opt.param_groups] == pytest.approx([0.5, 0.05, 1.0])
+    assert [len(g["params"]) for g in opt.param_groups] == [2, 1, 1]  # decoder.*; reader.bias (first match); reader.weight
+    before = {n: p.detach().clone() for n, p in model.named_parameters()}
+    for p in model.parameters():
+        p.grad = torch.ones_like(p)
+    opt.step()
+    for name, lr in [("decoder.weight", 0.5), ("decoder.bias", 0.5), ("reader.bias", 0.05), ("reader.weight", 1.0)]:
+        assert torch.allclose(before[name] - dict(model.named_parameters())[name], torch.full_like(before[name], lr)), name
+    PlateauSchedule(higher_is_better=False, decay=0.5).step(1.0, opt)  # the first value: no decay
+    sched = PlateauSchedule(higher_is_better=False, decay=0.5, best=1.0, best_value=1.0)
+    sched.step(2.0, opt)  # worse: every group decays, the ratios stay
+    assert [g["lr"] for g in opt.param_groups] == pytest.approx([0.25, 0.025, 0.5])
+    with pytest.raises(MemreadError, match=r"train.lr_scale: pattern '\*.v' matches no parameter .*reader.weight"):
+        build_optimizer(model.named_parameters(), TrainConfig(lr_scale={"*.v": 0.1}))
+
+
+def test_resume_refuses_a_different_lr_scale_and_keeps_the_run(tmp_path):
+    cfg = lm_config(optimizer="sgd", lr=0.5, batch_size=8, max_steps=2, lr_scale={"reader.*": 0.1})
+    trainer = start_run(cfg, tmp_path / "run", tmp_path)
+    assert [g["lr"] for g in trainer.optimizer.param_groups] == pytest.approx([0.5, 0.05])
+    trainer.fit()
+    resumed = resume_run(tmp_path / "run", tmp_path, ["train.max_steps=4"])  # same groups: fine
+    assert [g["lr"] for g in resumed.optimizer.param_groups] == pytest.approx([0.5, 0.05])
+    saved = (tmp_path / "run" / "config.json").read_text()
+    assert json.loads(saved)["train"]["max_steps"] == 4  # the override that fits is recorded
+    for override in ['train.lr_scale={"reader.*" = 0.2}', "train.lr_scale={}"]:
+        with pytest.raises(MemreadError, match=r"do not fit train.lr_scale .*resume with the run's own"):
+            resume_run(tmp_path / "run", tmp_path, [override])
+    assert (tmp_path / "run" / "config.json").read_text() == saved  # a refused resume changes nothing
 
 
 def test_early_stopping_with_patience(tmp_path):

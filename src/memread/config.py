@@ -33,6 +33,9 @@ class TrainConfig:
 
     optimizer: Literal["sgd", "adam"] = "adam"
     lr: float = 1e-3
+    # per-parameter factors on lr: {glob over parameter names = factor}, e.g. {"*.v" = 0.1}; the first
+    # pattern that matches a name wins; decay and restore_best keep the ratios
+    lr_scale: dict[str, float] = field(default_factory=dict)
     momentum: float = 0.0
     weight_decay: float = 0.0
     betas: tuple[float, float] = (0.9, 0.999)
@@ -82,6 +85,8 @@ def _type_name(tp: Any) -> str:
         return " or ".join(repr(a) for a in typing.get_args(tp))
     if origin in (typing.Union, types.UnionType):
         return " or ".join(_type_name(a) for a in typing.get_args(tp))
+    if origin is dict:
+        return "table of " + " = ".join(_type_name(a) for a in typing.get_args(tp))
     if origin is tuple:
         return "list of " + ", ".join(_type_name(a) for a in typing.get_args(tp) if a is not Ellipsis)
     if tp is type(None):
@@ -109,6 +114,11 @@ def _coerce(value: Any, tp: Any, key: str, where: str) -> Any:
             except MemreadError:
                 continue
         raise bad
+    if origin is dict:
+        key_type, value_type = typing.get_args(tp)
+        if not isinstance(value, dict):
+            raise bad
+        return {_coerce(k, key_type, key, where): _coerce(v, value_type, f"{key}.{k}", where) for k, v in value.items()}
     if origin is tuple:
         args = typing.get_args(tp)
         if not isinstance(value, (list, tuple)):

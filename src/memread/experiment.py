@@ -70,9 +70,10 @@ def resume_run(run_dir: Path, data_root: Path, overrides: list[str] = ()) -> Tra
     task = build_task(cfg, data_root, vocab=vocab)
     model = build_model(cfg, task)
     load_model_state(model, payload, ckpt)
-    if cfg.to_json() != payload["config"]:  # [train] overrides: record them
+    trainer = Trainer(cfg, task, model, run_dir, vocab.fingerprint(), payload=payload)
+    if cfg.to_json() != payload["config"]:  # [train] overrides that fit the checkpoint: record them
         (run_dir / "config.json").write_text(cfg.to_json(), encoding="utf-8")
-    return Trainer(cfg, task, model, run_dir, vocab.fingerprint(), payload=payload)
+    return trainer
 
 
 def load_trained(run_dir: Path, data_root: Path, which: str = "best") -> tuple[ExperimentConfig, Any, torch.nn.Module]:

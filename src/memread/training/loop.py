@@ -92,7 +92,7 @@ class Trainer:
         self.cfg, self.task, self.model, self.run_dir = cfg, task, model, Path(run_dir)
         self.vocab_fingerprint = vocab_fingerprint
         T = cfg.train
-        self.optimizer = build_optimizer(model.parameters(), T)
+        self.optimizer = build_optimizer(model.named_parameters(), T)
         self.schedule = PlateauSchedule(task.higher_is_better, T.lr_decay, T.min_improvement)
         self.epoch = 0
         self.step_in_epoch = 0
@@ -128,6 +128,12 @@ class Trainer:
 
     def _restore(self, payload: dict) -> None:
         self.model.load_state_dict(payload["model"])
+        saved = [(g.get("pattern"), g.get("lr_scale", 1.0), len(g["params"])) for g in payload["optimizer"]["param_groups"]]
+        wanted = [(g.get("pattern"), g["lr_scale"], len(g["params"])) for g in self.optimizer.param_groups]
+        if saved != wanted:
+            raise MemreadError(f"{self.run_dir}: the checkpoint's optimizer groups {saved} (pattern, factor, "
+                               f"parameters) do not fit train.lr_scale = {dict(self.cfg.train.lr_scale)} "
+                               f"{wanted}; resume with the run's own train.lr_scale")
         self.optimizer.load_state_dict(payload["optimizer"])
         for group in self.optimizer.param_groups:  # keep the decayed lr, but honour new [train] settings
             group.setdefault("lr", self.cfg.train.lr)

@@ -8,18 +8,40 @@ epoch: ``evals_per_epoch = 2``, ``lr_decay = 0.8``.
 
 from __future__ import annotations
 
+import fnmatch
 from dataclasses import dataclass
 
 import torch
 
 from memread.config import TrainConfig
+from memread.errors import MemreadError
 
 
-def build_optimizer(params, cfg: TrainConfig) -> torch.optim.Optimizer:
-    params = [p for p in params if p.requires_grad]
+def param_groups(named_params, cfg: TrainConfig) -> list[dict]:
+    """The optimizer's groups: first every parameter no ``lr_scale`` pattern matches (at ``lr``; the
+    group whose lr the loop logs, possibly empty), then one group per pattern at ``lr * factor``, each
+    parameter in the group of the first pattern (in the file's order) that matches its name."""
+    named = [(n, p) for n, p in named_params if p.requires_grad]
+    patterns = list(cfg.lr_scale)
+    groups = [{"params": [], "lr": cfg.lr, "lr_scale": 1.0}]
+    groups += [{"params": [], "lr": cfg.lr * cfg.lr_scale[pat], "lr_scale": cfg.lr_scale[pat], "pattern": pat}
+               for pat in patterns]
+    for name, p in named:
+        hit = next((i for i, pat in enumerate(patterns) if fnmatch.fnmatchcase(name, pat)), None)
+        groups[0 if hit is None else hit + 1]["params"].append(p)
+    for g in groups[1:]:
+        if not g["params"]:
+            names = ", ".join(n for n, _ in named)
+            raise MemreadError(f"train.lr_scale: pattern {g['pattern']!r} matches no parameter (the model's: {names})")
+    return groups
+
+
+def build_optimizer(named_params, cfg: TrainConfig) -> torch.optim.Optimizer:
+    """SGD or Adam over ``model.named_parameters()``, with the groups of :func:`param_groups`."""
+    groups = param_groups(named_params, cfg)
     if cfg.optimizer == "sgd":
-        return torch.optim.SGD(params, lr=cfg.lr, momentum=cfg.momentum, weight_decay=cfg.weight_decay)
-    return torch.optim.Adam(params, lr=cfg.lr, betas=cfg.betas, weight_decay=cfg.weight_decay)
+        return torch.optim.SGD(groups, lr=cfg.lr, momentum=cfg.momentum, weight_decay=cfg.weight_decay)
+    return torch.optim.Adam(groups, lr=cfg.lr, betas=cfg.betas, weight_decay=cfg.weight_decay)
 
 
 @dataclass
