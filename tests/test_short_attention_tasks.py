@@ -227,8 +227,10 @@ def test_commands_on_a_tiny_trained_run(tmp_path, fixtures, capsys):
     capsys.readouterr()
     data = ["--data-root", str(tmp_path)]
     assert main(["attention-span", str(run), "--split", "valid", "--out", str(tmp_path / "span"), "--tokens", "10", *data]) == 0
-    out = capsys.readouterr().out
+    captured = capsys.readouterr()
+    out = captured.out
     assert "-3" in out and "kvp" in out
+    assert "attention_document_kvp.png" in captured.err  # it names the pictures it wrote, and only those
     for png in ("attention_by_position.png", "attention_document_kvp.png"):
         assert (tmp_path / "span" / png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert json.loads((tmp_path / "span" / "attention_by_position.json").read_text())["runs"]["kvp"]["window"] == 3

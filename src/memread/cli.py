@@ -184,7 +184,7 @@ def cmd_attention_span(args: argparse.Namespace) -> int:
                                         position_table)
 
     out = Path(args.out)
-    rows = {}
+    rows, pictures = {}, []
     for run_dir in args.run_dirs:
         cfg, task, model = _trained_lm(args, run_dir)
         name = Path(run_dir).name
@@ -195,13 +195,13 @@ def cmd_attention_span(args: argparse.Namespace) -> int:
                   file=sys.stderr)
             continue
         where = f"document {args.document}" if cfg.task.documents else "stream start"
-        document_png(words, weights, out / f"attention_document_{name}.png",
-                     title=f"{name}\n{args.split}, {where}, {len(words)} tokens")
+        pictures.append(out / f"attention_document_{name}.png")
+        document_png(words, weights, pictures[-1], title=f"{name}\n{args.split}, {where}, {len(words)} tokens")
     print(position_table(rows))
     position_png(rows, out / "attention_by_position.png")
     (out / "attention_by_position.json").write_text(json.dumps({"split": args.split, "runs": rows}, indent=2) + "\n", encoding="utf-8")
-    print(f"wrote {out / 'attention_by_position.png'}, {out / 'attention_by_position.json'} and attention_document_*.png",
-          file=sys.stderr)
+    written = [out / "attention_by_position.png", out / "attention_by_position.json", *pictures]
+    print(f"wrote {', '.join(str(p) for p in written)}", file=sys.stderr)
     return 0
 
 
