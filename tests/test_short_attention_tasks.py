@@ -230,7 +230,7 @@ def test_commands_on_a_tiny_trained_run(tmp_path, fixtures, capsys):
     captured = capsys.readouterr()
     out = captured.out
     assert "-3" in out and "kvp" in out
-    assert "attention_document_kvp.png" in captured.err  # it names the pictures it wrote, and only those
+    assert "attention_document_kvp.png" in captured.err  # it names the picture it wrote
     for png in ("attention_by_position.png", "attention_document_kvp.png"):
         assert (tmp_path / "span" / png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert json.loads((tmp_path / "span" / "attention_by_position.json").read_text())["runs"]["kvp"]["window"] == 3
@@ -248,3 +248,24 @@ def test_commands_on_a_tiny_trained_run(tmp_path, fixtures, capsys):
     assert b["model_params"] == b["matched_params"] and b["target_params"] == b["lstm_model_params"]
     assert main(["cbt-lm", str(run), str(fixtures / "cbt" / "tiny.txt"), *data]) == 2  # CBT needs 20 context lines
     assert "expected 20" in capsys.readouterr().err
+
+
+def test_attention_span_of_an_lstmn_run_claims_no_window_picture(tmp_path, capsys):
+    """An LSTMN's tape starts empty, so there is no per-token window picture: none is written or named."""
+    from memread.cli import main
+    from memread.config import experiment_from_dict
+    from memread.experiment import start_run
+
+    raw = {"task": {"name": "lm", "dataset": "stories", "stories": 40, "emb": 8, "bptt": 7},
+           "reader": {"name": "lstmn", "hidden": 12, "span": 3},
+           "train": {"max_steps": 2, "batch_size": 4, "progress": False}}
+    run = tmp_path / "lstmn"
+    start_run(experiment_from_dict(raw, "test"), run, tmp_path).fit()
+    capsys.readouterr()
+    out_dir = tmp_path / "span"
+    assert main(["attention-span", str(run), "--split", "valid", "--out", str(out_dir), "--max-batches", "2",
+                 "--data-root", str(tmp_path)]) == 0
+    err = capsys.readouterr().err
+    assert "no per-token window picture" in err and "attention_document" not in err
+    assert sorted(p.name for p in out_dir.iterdir()) == ["attention_by_position.json", "attention_by_position.png"]
+    assert json.loads((out_dir / "attention_by_position.json").read_text())["runs"]["lstmn"]["window"] == 3
