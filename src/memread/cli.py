@@ -15,6 +15,7 @@
     memread match-params READER --vocab V   the reader's hidden size whose LM matches the LSTM LM's size
     memread cbt-lm RUN_DIR FILE...          a language model's accuracy on CBT-format cloze files
     memread attention-span RUN_DIR...       average attention by history position (table + PNGs)
+    memread curves RUN_DIR... [--out PNG]   validation metric of runs by epoch (table + PNG)
     memread translate RUN_DIR < SOURCE      translate tokenized sentences (one a line) with a translation run
     memread bleu RUN_DIR [--split test]     decode a split, print corpus BLEU with sacrebleu's signature
 
@@ -205,6 +206,17 @@ def cmd_attention_span(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_curves(args: argparse.Namespace) -> int:
+    from memread.curves import curves_png, curves_table, read_curve
+
+    curves = [read_curve(Path(r), args.metric) for r in args.run_dirs]
+    print(curves_table(curves))
+    if args.out != "-":
+        png = curves_png(curves, Path(args.out), args.title, args.log_y)
+        print(f"wrote {png}", file=sys.stderr)
+    return 0
+
+
 def _trained_translator(args: argparse.Namespace):
     from memread.data.root import data_root
     from memread.experiment import load_trained, read_run_config
@@ -376,6 +388,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--tokens", type=int, default=40, help="tokens of that document to draw")
     _add_data_root(p)
     p.set_defaults(func=cmd_attention_span)
+
+    p = sub.add_parser("curves", help="validation metric of one or more runs by epoch, as a table and a PNG")
+    p.add_argument("run_dirs", nargs="+")
+    p.add_argument("--metric", default=None, help="a metric of the valid records (default: the run's selection metric)")
+    p.add_argument("--out", default="runs/curves.png", help="PNG to write ('-': the table only)")
+    p.add_argument("--title", default="")
+    p.add_argument("--log-y", action="store_true", help="logarithmic metric axis")
+    p.set_defaults(func=cmd_curves)
 
     p = sub.add_parser("translate", help="translate tokenized sentences from stdin (one a line, lowercased as the training data) with a translation run")
     p.add_argument("run_dir")

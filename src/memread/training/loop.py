@@ -81,7 +81,7 @@ class MetricsLog:
             f.write(json.dumps(record) + "\n")
         if self.writer is not None:
             for k, v in record.items():
-                if isinstance(v, (int, float)) and k not in ("step", "epoch"):
+                if isinstance(v, (int, float)) and k not in ("step", "epoch", "epochs_done"):
                     self.writer.add_scalar(f"{record.get('event', 'train')}/{k}", v, record.get("step", 0))
             self.writer.flush()
 
@@ -96,6 +96,7 @@ class Trainer:
         self.schedule = PlateauSchedule(task.higher_is_better, T.lr_decay, T.min_improvement)
         self.epoch = 0
         self.step_in_epoch = 0
+        self.epoch_batches = 0  # batches in the epoch being trained (for ``epochs_done`` in valid records)
         self.global_step = 0
         self.finished = False
         self.stopped: str | None = None  # why a finished run stopped: "epochs", "max_steps" or "early"
@@ -174,8 +175,9 @@ class Trainer:
             stop_reason = f"no improvement in {T.patience} evaluations"
         elif T.min_lr and self.lr < T.min_lr:
             stop_reason = f"learning rate below {T.min_lr}"
-        self.log.write({"event": "valid", "step": self.global_step, "epoch": self.epoch, **metrics,
-                        "lr": self.lr, "best": best})
+        done = {} if not self.epoch_batches else {"epochs_done": self.epoch + self.step_in_epoch / self.epoch_batches}
+        self.log.write({"event": "valid", "step": self.global_step, "epoch": self.epoch, **done, **metrics,
+                        "selection_metric": self.task.selection_metric, "lr": self.lr, "best": best})
         if T.progress:
             tqdm.write(
                 f"step {self.global_step} epoch {self.epoch}: valid {self.task.selection_metric} {value:.4f}"
@@ -213,7 +215,7 @@ class Trainer:
         params = [p for p in model.parameters() if p.requires_grad]
         while not self.finished and self.epoch < T.epochs:
             batches = self.task.batches("train", T.batch_size, self.epoch, T.seed)
-            n = len(batches)
+            n = self.epoch_batches = len(batches)
             evals = eval_points(n, T.evals_per_epoch)
             loss_sum, loss_n, tokens, t0 = 0.0, 0, 0, time.perf_counter()
             stats: dict[str, float] = defaultdict(float)
