@@ -75,6 +75,8 @@ def test_a_real_run_logs_epochs_done_and_its_selection_metric(tmp_path, one_thre
     assert c.epochs == pytest.approx([(n // 2) / n, 1.0, 1 + (n // 2) / n, 2.0])
     final = final_evaluation(tmp_path / "run", tmp_path)
     assert c.best_value == pytest.approx(final["valid"]["ppl"], rel=1e-6)  # the ringed point is checkpoint_best's
+    assert read_curve(tmp_path / "run").test == pytest.approx(final["test"]["ppl"])
+    assert curves_table([read_curve(tmp_path / "run")]).splitlines()[1].split()[-1] == f"{final['test']['ppl']:.2f}"
     # a run capped inside its first epoch ends at a fraction of it
     capped = start_run(ExperimentConfig(task=cfg.task, reader=cfg.reader,
                                         train=TrainConfig(progress=False, batch_size=8, max_steps=3, log_every=1000)),
@@ -95,6 +97,13 @@ def test_bad_logs_get_one_message_naming_file_and_line(tmp_path):
         read_curve(write_log(tmp_path / "young", OLD_LOG[:1]))
     with pytest.raises(MemreadError, match=r"no metric 'bleu' \(it has accuracy, lr, ppl\)"):
         read_curve(write_log(tmp_path / "old", OLD_LOG), metric="bleu")
+    (tmp_path / "old" / "final.json").write_text(json.dumps({"valid": {"ppl": 150.0}, "test": {"ppl": 140.0}}))
+    assert read_curve(tmp_path / "old").test is None  # written at the 150 best; training went on to 149
+    (tmp_path / "old" / "final.json").write_text(json.dumps({"valid": {"ppl": 149.0}, "test": {"ppl": 140.0}}))
+    assert read_curve(tmp_path / "old").test == 140.0
+    (tmp_path / "old" / "final.json").write_text("[1, 2]")
+    with pytest.raises(MemreadError, match=r"old/final.json: not the JSON object"):
+        read_curve(tmp_path / "old")
 
 
 def test_cli_prints_the_table_writes_the_png_and_reports_bad_input_in_one_line(tmp_path, capsys):

@@ -11,7 +11,8 @@
   evenly spaced ``train.evals_per_epoch``;
 - the best evaluation is the last one the loop marked ``best`` (the weights in ``checkpoint_best.pt``);
   ``restore_best`` records (a return to those weights after a worse evaluation) and learning-rate changes
-  are kept so the picture can mark them.
+  are kept so the picture can mark them;
+- once training has ended, the best checkpoint's test value comes from ``final.json``.
 
 A malformed line, a run without ``metrics.jsonl``, a log with no evaluation yet and an unknown metric are
 each one :class:`memread.errors.MemreadError` naming the file (and line).
@@ -39,6 +40,7 @@ class Curve:
     lrs: list[float]
     best: int  # index of the evaluation checkpoint_best.pt holds
     restored: list[float] = field(default_factory=list)  # epochs at which the best weights came back
+    test: float | None = None  # the best checkpoint's test value, from final.json once training has ended
 
     @property
     def best_value(self) -> float:
@@ -100,7 +102,24 @@ def read_curve(run_dir: Path, metric: str | None = None, name: str | None = None
     by_step = {r["step"]: x for r, x in zip(valid, epochs)}
     restored = [by_step[r["step"]] for r in records if r["event"] == "restore_best" and r.get("step") in by_step]
     return Curve(name or run_dir.name, metric, epochs, [float(r[metric]) for r in valid],
-                 [float(r.get("lr", float("nan"))) for r in valid], best, restored)
+                 [float(r.get("lr", float("nan"))) for r in valid], best, restored,
+                 _final_test(run_dir, metric, float(valid[best][metric])))
+
+
+def _final_test(run_dir: Path, metric: str, best_valid: float) -> float | None:
+    """The test value of ``final.json`` when it was computed from the current best checkpoint (its valid
+    value is the log's best); None before training ended, or when training went on after it was written."""
+    path = run_dir / "final.json"
+    if not path.is_file():
+        return None
+    try:
+        final = json.loads(path.read_text(encoding="utf-8"))
+        valid, test = final.get("valid", {}).get(metric), final.get("test", {}).get(metric)
+    except (json.JSONDecodeError, AttributeError):
+        raise MemreadError(f"{path}: not the JSON object memread writes at the end of training") from None
+    if not (_is_number(valid) and _is_number(test)) or abs(valid - best_valid) > 1e-6 * max(1.0, abs(best_valid)):
+        return None
+    return float(test)
 
 
 def _label(x: float) -> str:
@@ -111,7 +130,7 @@ def curves_table(curves: Sequence[Curve]) -> str:
     """Rows = runs, columns = epochs (the union of every run's evaluation points); the best value starred."""
     columns = sorted({round(x, 4) for c in curves for x in c.epochs})
     width = max(len(c.name) for c in curves)
-    lines = [f"{'epochs':<{width}}  " + " ".join(f"{_label(x):>8}" for x in columns) + "      best"]
+    lines = [f"{'epochs':<{width}}  " + " ".join(f"{_label(x):>8}" for x in columns) + "      best      test"]
     for c in curves:
         at = {round(x, 4): (i, v) for i, (x, v) in enumerate(zip(c.epochs, c.values))}
         cells = []
@@ -121,9 +140,10 @@ def curves_table(curves: Sequence[Curve]) -> str:
                 continue
             i, v = at[x]
             cells.append(f"{v:>7.2f}{'*' if i == c.best else ' '}")
-        lines.append(f"{c.name:<{width}}  " + " ".join(cells) + f"  {c.best_value:8.2f}")
+        test = f"{c.test:10.2f}" if c.test is not None else ""
+        lines.append(f"{c.name:<{width}}  " + " ".join(cells) + f"  {c.best_value:8.2f}{test}")
     metrics = sorted({c.metric for c in curves})
-    lines.append(f"(valid {', '.join(metrics)}; * the evaluation checkpoint_best.pt holds)")
+    lines.append(f"(valid {', '.join(metrics)}; * the evaluation checkpoint_best.pt holds; test: its final.json)")
     return "\n".join(lines)
 
 
@@ -133,7 +153,8 @@ def curves_png(curves: Sequence[Curve], path: Path, title: str = "", log_y: bool
 
     fig, ax = plt.subplots(figsize=(7.5, 4.5))
     for c in curves:
-        (line,) = ax.plot(c.epochs, c.values, marker=".", label=f"{c.name} (best {c.best_value:.2f})")
+        test = f", test {c.test:.2f}" if c.test is not None else ""
+        (line,) = ax.plot(c.epochs, c.values, marker=".", label=f"{c.name} (best {c.best_value:.2f}{test})")
         ax.plot([c.epochs[c.best]], [c.best_value], marker="o", markersize=10, fillstyle="none", color=line.get_color())
         for x in c.restored:
             ax.plot([x], [c.values[c.epochs.index(x)]], marker="x", markersize=8, color=line.get_color())
