@@ -9,7 +9,17 @@ One process, interleaved, median of repeats, the whole LM step as `memread bench
 - ``kvp_stepwise``: the same weights, the attention computed step by step over t (LSTM still fused),
   as public implementations do;
 - ``lstm537_alone``: only the kvp's LSTM (k = 537) with the softmax reading 179 of its outputs: no
-  attention at all, the ceiling any kvp implementation on torch's fused LSTM can reach.
+  attention at all, the ceiling any kvp implementation on torch's fused LSTM can reach;
+- ``kvp_products_only``: the kvp's LSTM and the four d x d products its equations need (W^Y on every
+  slot's key, W^h on the query, W^r and W^x), joined by sums, without the window arithmetic (no
+  tanh over (t, j) pairs, no softmax, no weighted sum): what is left when the attention itself is free;
+- ``ngram_matched``: memread's 4-gram RNN at its matched size (k = 540), for comparison in the same
+  process (its own `memread bench ngram --match-params` runs in a process of its own);
+- ``lstm537_parts``: that LSTM's forward and backward alone (torch's fused nn.LSTM, oneDNN on CPU)
+  against the bare matrix products any implementation of it must do (input projection for all steps,
+  T recurrent products forward and T backward, the two weight gradients and the input gradient, each
+  as one call; no gate nonlinearities at all), in milliseconds: how far a hand-written LSTM could
+  at best move the ceiling.
 
     OMP_NUM_THREADS=1 python benchmarks/daniluk_breakdown.py
 """
@@ -27,6 +37,7 @@ from memread.bench import _LSTMReference, _Step
 from memread.modules.document_lstm import DocumentLSTM
 from memread.readers import build_reader
 from memread.readers.key_value_predict import KeyValuePredictConfig
+from memread.readers.ngram_rnn import NGramRNNConfig
 
 B, T, E, V, K, L = 64, 20, 300, 10_000, 537, 5
 
@@ -66,11 +77,60 @@ class LSTMAlone(nn.Module):
         return self.lstm(x)[0][..., : self.output_size]
 
 
+def _median_ms(fn, repeats: int) -> float:
+    fn(), fn()
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times) * 1000
+
+
+def lstm537_parts(repeats: int = 30) -> dict:
+    lstm = nn.LSTM(E, K, batch_first=True)
+    x = torch.randn(B, T, E, requires_grad=True)
+
+    def fused():
+        out, _ = lstm(x)
+        out.sum().backward()
+
+    X, H, h = torch.randn(B * T, E), torch.randn(B * T, K), torch.randn(B, K)
+    W_ih, W_hh, dG = torch.randn(4 * K, E), torch.randn(4 * K, K), torch.randn(B * T, 4 * K)
+    gates = torch.empty(B * T, 4 * K)
+
+    def gemms():
+        torch.mm(X, W_ih.t(), out=gates)  # forward: the input part of every step's gates, one call
+        g = gates.view(B, T, 4 * K)
+        for t in range(T):
+            g[:, t].addmm_(h, W_hh.t())  # forward: the recurrent part, step by step
+        for t in range(T):
+            torch.mm(dG[t * B : (t + 1) * B], W_hh)  # backward: dh_{t-1}, step by step
+        torch.mm(dG.t(), H), torch.mm(dG.t(), X), torch.mm(dG, W_ih)  # dW_hh, dW_ih, dx: one call each
+
+    return {"fused_ms": round(_median_ms(fused, repeats), 2), "gemm_ms": round(_median_ms(gemms, repeats), 2)}
+
+
+class KVPProductsOnly(nn.Module):
+    def __init__(self, fast):
+        super().__init__()
+        self.fast, self.output_size = fast, fast.output_size
+
+    def forward(self, x, mask=None, state=None, return_attention=False):
+        f, A = self.fast, self.fast.attention
+        h, _ = f.lstm(x)
+        hist = torch.cat([h.new_zeros(x.size(0), L, h.size(-1)), h], dim=1)  # the window's slots, then the segment
+        k, v, p = hist.split(f.d, dim=-1)
+        mixed = A.W_Y(k)[:, L:] + A.W_h(k[:, L:]) + v[:, L:]  # stands in for r_t: products, no attention
+        return torch.tanh(f.W_r(mixed) + f.W_x(p[:, L:]))
+
+
 def main(repeats: int = 30) -> dict:
     torch.manual_seed(0)
     fast = build_reader(KeyValuePredictConfig(hidden=K, window=L), E)
     models = {"lstm300": _LSTMReference(E, 300), "kvp_parallel": fast, "kvp_stepwise": StepwiseKVP(fast),
-              "lstm537_alone": LSTMAlone()}
+              "lstm537_alone": LSTMAlone(),
+              "kvp_products_only": KVPProductsOnly(fast), "ngram_matched": build_reader(NGramRNNConfig(hidden=540, n=4), E)}
     steps = {name: _Step(m, B, T, E, V, 0) for name, m in models.items()}
     for s in steps.values():
         s(), s()
@@ -85,4 +145,4 @@ def main(repeats: int = 30) -> dict:
 
 
 if __name__ == "__main__":
-    print(json.dumps({**main(), "threads": torch.get_num_threads(), "torch": torch.__version__}))
+    print(json.dumps({**main(), "lstm537_parts": lstm537_parts(), "threads": torch.get_num_threads(), "torch": torch.__version__}))
