@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 import torch
 
+import memread.modules.window as window_module
 from memread.params import lm_parameters, match_hidden, match_lm_hidden
 from memread.readers import READERS, build_reader
 from memread.readers.attention_lm import AttentionLMConfig
@@ -26,6 +27,15 @@ from memread.readers.ngram_rnn import NGramRNNConfig
 
 REPO = Path(__file__).parent.parent
 E, K = 5, 12
+
+
+@pytest.fixture(params=["compiled", "python"])
+def backend(request, monkeypatch):
+    """Run a test on the compiled window attention (skipped where it cannot be built) and on the tensor ops."""
+    if request.param == "compiled" and window_module.kernels() is None:
+        pytest.skip("the compiled window kernels are not available here (no compiler or ninja)")
+    monkeypatch.setattr(window_module, "USE_COMPILED", request.param == "compiled")
+    return request.param
 
 
 # ----------------------------------------------------------------------------- naive references
@@ -141,7 +151,7 @@ CONFIGS = [
 
 
 @pytest.mark.parametrize("cfg", CONFIGS, ids=lambda c: f"{c.name}-{getattr(c, 'window', getattr(c, 'n', ''))}")
-def test_fast_reader_equals_the_equations_step_by_step(cfg):
+def test_fast_reader_equals_the_equations_step_by_step(cfg, backend):
     torch.manual_seed(0)
     reader = build_reader(cfg, E).double()
     x, mask, reset = batch()
@@ -160,7 +170,7 @@ def test_fast_reader_equals_the_equations_step_by_step(cfg):
                 assert torch.allclose(attention[b, :n], alpha, atol=1e-12), (cfg, cuts, b)
 
 
-def test_gradients_equal_the_naive_ones_and_reach_every_parameter():
+def test_gradients_equal_the_naive_ones_and_reach_every_parameter(backend):
     torch.manual_seed(0)
     reader = build_reader(KeyValuePredictConfig(hidden=K, window=3), E).double()
     x, mask, reset = batch()
@@ -173,6 +183,81 @@ def test_gradients_equal_the_naive_ones_and_reach_every_parameter():
     for (name, _), a, b in zip(reader.named_parameters(), g_fast, g_slow):
         assert torch.allclose(a, b, atol=1e-10), name
         assert a.abs().sum() > 0, name
+
+
+def _window_run(reader, x, mask, reset, w):
+    """Two segments (the second continues the first's window), a loss on both -> outputs and gradients."""
+    reader.zero_grad()
+    first = reader(x[:, :6], mask[:, :6], None, reset=reset[:, :6])
+    out = reader(x[:, 6:], mask[:, 6:], first.state, return_attention=True, reset=reset[:, 6:])
+    loss = (out.states * w).sum() + first.states.sum()
+    loss.backward()
+    return [first.states, out.states, out.attention, *(p.grad.clone() for p in reader.parameters())]
+
+
+@pytest.mark.parametrize("cfg", [AttentionLMConfig(hidden=37, window=4), KeyValuePredictConfig(hidden=3 * 37, window=5)],
+                         ids=["attention", "kvp"])
+def test_compiled_window_equals_tensor_ops_in_float32(cfg, monkeypatch):
+    """The compiled window attention against the tensor-op path in float32, at a width where its vector
+    loops run their remainders (37 = 2 x 16 + 5), with documents, padding and a carried window."""
+    if window_module.kernels() is None:
+        pytest.skip("the compiled window kernels are not available here (no compiler or ninja)")
+    torch.manual_seed(0)
+    reader = build_reader(cfg, E)
+    x, mask, reset = batch()
+    x = x.float()
+    w = torch.randn(3, 7, reader.output_size, generator=torch.Generator().manual_seed(2))
+    names = ["first", "states", "attention"] + [n for n, _ in reader.named_parameters()]
+    monkeypatch.setattr(window_module, "USE_COMPILED", True)
+    compiled = _window_run(reader, x, mask, reset, w)
+    monkeypatch.setattr(window_module, "USE_COMPILED", False)
+    tensor_ops = _window_run(reader, x, mask, reset, w)
+    for name, a, b in zip(names, compiled, tensor_ops, strict=True):
+        torch.testing.assert_close(a, b, atol=2e-5, rtol=1e-4, msg=name)
+        assert b.abs().sum() > 0, name
+
+
+def test_compiled_window_on_two_threads_equals_one_thread(monkeypatch):
+    """The compiled pass splits positions (forward) and rows (backward) between threads and sums dw per
+    row in order: two threads give what one gives, in float64, gradients included."""
+    if window_module.kernels() is None:
+        pytest.skip("the compiled window kernels are not available here (no compiler or ninja)")
+    monkeypatch.setattr(window_module, "USE_COMPILED", True)
+    torch.manual_seed(0)
+    reader = build_reader(KeyValuePredictConfig(hidden=3 * 21, window=5), E).double()
+    g = torch.Generator().manual_seed(4)
+    x = torch.randn(40, 13, E, generator=g, dtype=torch.float64)  # 40 x 7 positions: many threads' chunks
+    mask = torch.ones(40, 13, dtype=torch.bool)
+    mask[::3, 10:] = False
+    reset = torch.zeros(40, 13, dtype=torch.bool)
+    reset[::4, 3] = True
+    w = torch.randn(40, 7, reader.output_size, generator=g, dtype=torch.float64)
+
+    def run(threads):
+        torch.set_num_threads(threads)  # the autouse fixture restores the thread count afterwards
+        return _window_run(reader, x, mask, reset, w)
+
+    one, two = run(1), run(2)
+    for (name, _), a, b in zip([("first", 0), ("states", 0), ("attention", 0), *reader.named_parameters()], one, two,
+                               strict=True):
+        torch.testing.assert_close(b, a, atol=1e-12, rtol=0, msg=name)
+
+
+def test_without_compiled_kernels_the_window_uses_tensor_ops(monkeypatch):
+    """Where the kernels cannot be built (here: switched off as MEMREAD_NO_EXTENSIONS does) the readers
+    run the tensor-op path and still equal the equations."""
+    monkeypatch.setenv("MEMREAD_NO_EXTENSIONS", "1")
+    monkeypatch.setattr(window_module, "_tried", False)
+    monkeypatch.setattr(window_module, "_ops", None)
+    assert window_module.kernels() is None
+    torch.manual_seed(0)
+    reader = build_reader(KeyValueConfig(hidden=K, window=3), E).double()
+    x, mask, reset = batch()
+    states = reader(x, mask, None, reset=reset).states
+    for b in range(3):
+        n = int(mask[b].sum())
+        expected, _ = naive(reader, x[b, :n], set(torch.nonzero(reset[b, :n]).flatten().tolist()))
+        assert torch.allclose(states[b, :n], expected, atol=1e-12)
 
 
 def test_carried_state_is_nested_tensors_that_checkpoint_and_reset_forgets_it():

@@ -16,12 +16,37 @@ stream in segments equals reading it at once.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import NamedTuple
 
 import torch
 from torch import Tensor, nn
 
+from memread._compiled import build
 from memread.modules.masking import masked_softmax
+
+# The compiled loops (``_window_kernels.cpp``) run (1)-(3) and their backward pass for CPU tensors when
+# they could be built (:mod:`memread._compiled`); otherwise the tensor-op path below. Tests switch them off.
+USE_COMPILED = True
+SOURCE = Path(__file__).with_name("_window_kernels.cpp")
+_ops = None
+_tried = False
+
+
+def kernels():
+    """``torch.ops.memread_window`` (ops ``forward`` and ``backward``), built on first call; None when
+    the compiled path is unavailable or disabled."""
+    global _ops, _tried
+    if not _tried:
+        _tried = True
+        _ops = build("memread_window", SOURCE, "memread_window", "window attention kernels")
+    return _ops
+
+
+def _compiled_kernels(like: Tensor):
+    if not USE_COMPILED or like.device.type != "cpu" or like.dtype not in (torch.float32, torch.float64):
+        return None
+    return kernels()
 
 
 class History(NamedTuple):
@@ -84,7 +109,9 @@ class WindowAttention(nn.Module):
 
     W^Y is applied once per slot of ``[window ; segment]``, not once per (position, slot) pair; the
     rest runs in :class:`_BandedAttention`, which writes M for all (t, j) into one buffer and
-    differentiates by hand (fewer passes over the (B, T, L, d) data than autograd's graph of views).
+    differentiates by hand: on the CPU in one compiled pass over each position's window
+    (``_window_kernels.cpp``), elsewhere with tensor ops (fewer passes over the (B, T, L, d) data than
+    autograd's graph of views).
     """
 
     def __init__(self, dim: int):
@@ -106,6 +133,14 @@ class _BandedAttention(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, WY: Tensor, q: Tensor, w: Tensor, values: Tensor, vis: Tensor):
+        ops = _compiled_kernels(q)
+        ctx.compiled = ops is not None
+        if ops is not None:
+            values = values.contiguous()
+            r, alpha, M = ops.forward(WY.contiguous(), q.contiguous(), w.contiguous(), values, vis.contiguous())
+            ctx.save_for_backward(M, alpha, w, values)
+            ctx.mark_non_differentiable(alpha)
+            return r, alpha
         B, T, d = q.shape
         L = WY.size(1) - T
         M = q.new_empty(B, T, L, d)
@@ -124,6 +159,9 @@ class _BandedAttention(torch.autograd.Function):
     @torch.autograd.function.once_differentiable
     def backward(ctx, dr: Tensor, _dalpha: Tensor):
         M, alpha, w, values = ctx.saved_tensors
+        if ctx.compiled:  # the path the forward pass took
+            d_WY, d_q, d_w, d_values = kernels().backward(dr.contiguous(), M, alpha, w.contiguous(), values)
+            return d_WY, d_q, d_w, d_values, None
         B, T, L, d = M.shape
         d_values = torch.zeros_like(values)
         d_alpha = torch.empty_like(alpha)
