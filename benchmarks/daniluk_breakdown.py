@@ -42,12 +42,16 @@ from memread.readers.ngram_rnn import NGramRNNConfig
 B, T, E, V, K, L = 64, 20, 300, 10_000, 537, 5
 
 
-class StepwiseKVP(nn.Module):
-    """The kvp reader's weights, attention over the window one time step at a time."""
+class _OnKVPWeights(nn.Module):
+    """Another computation on the weights of a kvp reader ``fast`` (its forward is the variant's)."""
 
     def __init__(self, fast):
         super().__init__()
         self.fast, self.output_size = fast, fast.output_size
+
+
+class StepwiseKVP(_OnKVPWeights):
+    """The kvp reader's weights, attention over the window one time step at a time."""
 
     def forward(self, x, mask=None, state=None, return_attention=False):
         f, A = self.fast, self.fast.attention
@@ -111,10 +115,8 @@ def lstm537_parts(repeats: int = 30) -> dict:
     return {"fused_ms": round(_median_ms(fused, repeats), 2), "gemm_ms": round(_median_ms(gemms, repeats), 2)}
 
 
-class KVPProductsOnly(nn.Module):
-    def __init__(self, fast):
-        super().__init__()
-        self.fast, self.output_size = fast, fast.output_size
+class KVPProductsOnly(_OnKVPWeights):
+    """The kvp's LSTM and its four d x d products, joined by sums: no window arithmetic."""
 
     def forward(self, x, mask=None, state=None, return_attention=False):
         f, A = self.fast, self.fast.attention

@@ -57,3 +57,18 @@ def subprocess_env(**extra: str) -> dict[str, str]:
     env.update({"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"})
     env.update(extra)
     return env
+
+
+def backend_fixture(module, what: str):
+    """A fixture that runs a test on ``module``'s compiled loops (skipped where they cannot be built) and
+    on its Python path, by its ``USE_COMPILED`` switch; ``module.kernels()`` builds them."""
+
+    @pytest.fixture(params=["compiled", "python"])
+    def backend(request, monkeypatch):
+        if request.param == "compiled" and module.kernels() is None:
+            pytest.skip(f"the compiled {what} are not available here (no compiler or ninja)")
+        monkeypatch.setattr(module, "USE_COMPILED", request.param == "compiled")
+        return request.param
+
+    return backend
+

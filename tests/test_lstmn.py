@@ -16,6 +16,8 @@ import math
 import pytest
 import torch
 
+from conftest import backend_fixture
+
 import memread.readers._lstmn_kernels as lstmn_kernels
 import memread.readers.lstmn as lstmn_module
 from memread.errors import MemreadError
@@ -26,13 +28,7 @@ from memread.readers.lstmn import LSTMNConfig, LSTMNReader
 E, H = 5, 4
 
 
-@pytest.fixture(params=["compiled", "python"])
-def backend(request, monkeypatch):
-    """Run a test on the compiled time loops (skipped where they cannot be built) and on the Python ones."""
-    if request.param == "compiled" and lstmn_kernels.kernels() is None:
-        pytest.skip("the compiled LSTMN kernels are not available here (no compiler or ninja)")
-    monkeypatch.setattr(lstmn_module, "USE_COMPILED", request.param == "compiled")
-    return request.param
+backend = backend_fixture(lstmn_module, "LSTMN kernels")  # the compiled time loops, then the Python ones
 
 
 def make_reader(layers=1, span=0, deep=False, input_size=E, hidden=H, seed=0) -> LSTMNReader:

@@ -15,6 +15,8 @@ from pathlib import Path
 import pytest
 import torch
 
+from conftest import backend_fixture
+
 import memread.modules.window as window_module
 from memread.params import lm_parameters, match_hidden, match_lm_hidden
 from memread.readers import READERS, build_reader
@@ -29,13 +31,7 @@ REPO = Path(__file__).parent.parent
 E, K = 5, 12
 
 
-@pytest.fixture(params=["compiled", "python"])
-def backend(request, monkeypatch):
-    """Run a test on the compiled window attention (skipped where it cannot be built) and on the tensor ops."""
-    if request.param == "compiled" and window_module.kernels() is None:
-        pytest.skip("the compiled window kernels are not available here (no compiler or ninja)")
-    monkeypatch.setattr(window_module, "USE_COMPILED", request.param == "compiled")
-    return request.param
+backend = backend_fixture(window_module, "window kernels")  # compiled window attention, then tensor ops
 
 
 # ----------------------------------------------------------------------------- naive references
