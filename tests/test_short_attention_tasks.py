@@ -105,6 +105,28 @@ def test_documents_make_perplexity_independent_of_how_the_split_is_batched(tmp_p
     assert "reset" not in ptb_like.batches("valid", 2)[0]  # a stream without documents is unchanged
 
 
+def test_real_wikitext2_articles_are_read_apart(real_data):
+    """The real WikiText-2 test articles (numbers as N, the valid split's 2,000 most frequent words; no
+    train split here), read as documents by a key-value-predict LM whose window reaches back 5 outputs:
+    in 3 or 7 columns of BPTT segments the perplexity is the same, so no article's tokens saw another's,
+    while read as one stream the same model gives another perplexity."""
+    root = real_data("wikitext-2/wiki.valid.tokens.gz", "wikitext-2/wiki.test.tokens.gz")
+    cfg = LMTaskConfig(dataset="wikitext-2", documents=True, numbers=True, bptt=50, emb=8)
+    valid = map_numbers([t for d in read_wikitext(wikitext_path(root, "wikitext-2", "valid")) for t in d])
+    vocab = Vocab.build(valid, max_size=2000, specials=("<pad>", "<unk>"))
+    task = LanguageModelTask(cfg, root, vocab=vocab)
+    model = tiny_model(task, KeyValuePredictConfig(hidden=12, window=5))
+    with torch.no_grad():  # large weights: predictions that depend on the context (at init they are ~uniform)
+        for p in model.parameters():
+            p.uniform_(-1.0, 1.0)
+    three, seven = evaluate(model, task, "test", 3), evaluate(model, task, "test", 7)
+    assert three["tokens"] == seven["tokens"] == 245_569 - 60  # every token but each article's first
+    assert three["ppl"] == pytest.approx(seven["ppl"], rel=1e-7)  # measured 5e-9
+    stream = LanguageModelTask(LMTaskConfig(dataset="wikitext-2", numbers=True, bptt=50, emb=8), root, vocab=vocab)
+    as_stream = evaluate(model, stream, "test", 3)
+    assert abs(as_stream["ppl"] / three["ppl"] - 1) > 1e-5  # measured 1e-4: only article starts differ
+
+
 # ----------------------------------------------------------------------------- CBT with a language model
 
 
