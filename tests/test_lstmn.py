@@ -320,8 +320,8 @@ def test_without_compiled_kernels_the_python_path_is_used(monkeypatch):
     """Where the kernels cannot be built (here: switched off as MEMREAD_NO_EXTENSIONS does) the reader
     runs its Python loops and gives the same values."""
     monkeypatch.setenv(lstmn_kernels.DISABLE_ENV, "1")
-    monkeypatch.setattr(lstmn_kernels, "_tried", False)
-    monkeypatch.setattr(lstmn_kernels, "_ops", None)
+    monkeypatch.setattr(lstmn_kernels.kernels, "_tried", False)
+    monkeypatch.setattr(lstmn_kernels.kernels, "_ops", None)
     assert lstmn_kernels.kernels() is None
     reader = make_reader(layers=2, span=2)
     x, mask = batch([5, 3])

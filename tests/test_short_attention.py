@@ -243,8 +243,8 @@ def test_without_compiled_kernels_the_window_uses_tensor_ops(monkeypatch):
     """Where the kernels cannot be built (here: switched off as MEMREAD_NO_EXTENSIONS does) the readers
     run the tensor-op path and still equal the equations."""
     monkeypatch.setenv("MEMREAD_NO_EXTENSIONS", "1")
-    monkeypatch.setattr(window_module, "_tried", False)
-    monkeypatch.setattr(window_module, "_ops", None)
+    monkeypatch.setattr(window_module.kernels, "_tried", False)
+    monkeypatch.setattr(window_module.kernels, "_ops", None)
     assert window_module.kernels() is None
     torch.manual_seed(0)
     reader = build_reader(KeyValueConfig(hidden=K, window=3), E).double()

@@ -68,3 +68,26 @@ def build(name: str, source: Path, namespace: str, what: str):
         warnings.warn(f"memread: the compiled {what} could not be built ({type(e).__name__}: {e}); "
                       f"using the Python path", RuntimeWarning, stacklevel=3)
         return None
+
+
+class CompiledOps:
+    """One source's ops, built on the first call (``ops()``: the ``torch.ops`` namespace, or None when the
+    compiled path is unavailable or disabled); the outcome is kept, so a failed build is tried once."""
+
+    def __init__(self, name: str, source: Path, namespace: str, what: str):
+        self.name, self.source, self.namespace, self.what = name, source, namespace, what
+        self._ops = None
+        self._tried = False
+
+    def __call__(self):
+        if not self._tried:
+            self._tried = True
+            self._ops = build(self.name, self.source, self.namespace, self.what)
+        return self._ops
+
+    def for_tensor(self, like: torch.Tensor, enabled: bool = True):
+        """The ops for computing on ``like`` (CPU, float32 or float64, and ``enabled``), else None."""
+        if not enabled or like.device.type != "cpu" or like.dtype not in (torch.float32, torch.float64):
+            return None
+        return self()
+

@@ -22,31 +22,15 @@ from typing import NamedTuple
 import torch
 from torch import Tensor, nn
 
-from memread._compiled import build
+from memread._compiled import CompiledOps
 from memread.modules.masking import masked_softmax
 
 # The compiled loops (``_window_kernels.cpp``) run (1)-(3) and their backward pass for CPU tensors when
 # they could be built (:mod:`memread._compiled`); otherwise the tensor-op path below. Tests switch them off.
 USE_COMPILED = True
 SOURCE = Path(__file__).with_name("_window_kernels.cpp")
-_ops = None
-_tried = False
-
-
-def kernels():
-    """``torch.ops.memread_window`` (ops ``forward`` and ``backward``), built on first call; None when
-    the compiled path is unavailable or disabled."""
-    global _ops, _tried
-    if not _tried:
-        _tried = True
-        _ops = build("memread_window", SOURCE, "memread_window", "window attention kernels")
-    return _ops
-
-
-def _compiled_kernels(like: Tensor):
-    if not USE_COMPILED or like.device.type != "cpu" or like.dtype not in (torch.float32, torch.float64):
-        return None
-    return kernels()
+# ``kernels()``: ``torch.ops.memread_window`` (ops ``forward`` and ``backward``), built on first call
+kernels = CompiledOps("memread_window", SOURCE, "memread_window", "window attention kernels")
 
 
 class History(NamedTuple):
@@ -133,7 +117,7 @@ class _BandedAttention(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, WY: Tensor, q: Tensor, w: Tensor, values: Tensor, vis: Tensor):
-        ops = _compiled_kernels(q)
+        ops = kernels.for_tensor(q, USE_COMPILED)
         ctx.compiled = ops is not None
         if ops is not None:
             values = values.contiguous()

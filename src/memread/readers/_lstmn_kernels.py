@@ -12,21 +12,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from memread._compiled import DISABLE_ENV, build
+from memread._compiled import DISABLE_ENV, CompiledOps
 
 __all__ = ["DISABLE_ENV", "SOURCE", "kernels"]
 
 SOURCE = Path(__file__).with_name("_lstmn_kernels.cpp")
 
-_ops = None
-_tried = False
-
-
-def kernels():
-    """``torch.ops.memread_lstmn`` (ops ``forward`` and ``backward``), built on first call; None
-    when the compiled path is unavailable or disabled."""
-    global _ops, _tried
-    if not _tried:
-        _tried = True
-        _ops = build("memread_lstmn_blk", SOURCE, "memread_lstmn", "LSTMN kernels")
-    return _ops
+# ``kernels()``: ``torch.ops.memread_lstmn`` (ops ``forward`` and ``backward``), built on first call; None
+# when the compiled path is unavailable or disabled
+kernels = CompiledOps("memread_lstmn_blk", SOURCE, "memread_lstmn", "LSTMN kernels")

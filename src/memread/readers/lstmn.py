@@ -117,9 +117,7 @@ USE_COMPILED = True
 
 
 def _compiled_kernels(like: Tensor):
-    if not USE_COMPILED or like.device.type != "cpu" or like.dtype not in (torch.float32, torch.float64):
-        return None
-    return kernels()
+    return kernels.for_tensor(like, USE_COMPILED)
 
 
 def _window(t: int, s0: int, span: int, first: int) -> tuple[int, int]:
