@@ -1,15 +1,18 @@
-"""LSTMN reader: shapes; the fast path equals a naive reading of equations (4)-(9) (and the deep
-variant of 3.3) in float64, with padding, several layers, a span bound and a carried state;
-gradients equal the naive ones and reach every parameter; one sequence alone equals the same
-sequence in a padded batch; token-by-token reading equals reading at once; a tiny LM learns.
+"""LSTMN reader: shapes; the fast path equals the library's reference, equations (4)-(9) (and the
+deep variant of 3.3) read token by token (``impl = "reference"``), in float64, with padding, several
+layers, a span bound and a carried state; gradients equal the reference's and reach every parameter;
+one sequence alone equals the same sequence in a padded batch; token-by-token reading equals reading
+at once; a tiny LM learns. (Shapes, gradients, padding and segments of every reader, this one
+included, are also checked by ``tests/test_reader_contract.py``.)
 
 The fast path has two implementations of its time loops, the compiled kernels and the Python
-fall-back: the tests that compare with the naive reader run on both (``backend``), and a float32
+fall-back: the tests that compare with the reference run on both (``backend``), and a float32
 test compares the two at sizes that exercise the compiled path's vector loops.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 
@@ -37,57 +40,15 @@ def make_reader(layers=1, span=0, deep=False, input_size=E, hidden=H, seed=0) ->
     return build_reader(cfg, input_size).double().eval()
 
 
-# ----------------------------------------------------------------------------- the naive reference
+# ----------------------------------------------------------------------------- the reference
 
 
-def naive_lstmn(reader: LSTMNReader, x: torch.Tensor) -> dict[str, torch.Tensor]:
-    """One sequence x (n, E), no padding, read step by step straight from the paper's equations.
-
-    Returns the top layer's h_t (n, H), every layer's h~_t (L, n, H), the top layer's attention
-    (n, n) (row t: weights over slots 0 .. n-1) and every layer's tapes (L, n, H).
-    """
-    span = reader.cfg.span
-    inp, lower = x, None
-    all_h, all_c, all_h_tilde = [], [], []
-    for k, layer in enumerate(reader.layers):
-        n = inp.size(0)
-        H_tape, C_tape, h_tildes = [], [], []
-        attention = torch.zeros(n, n, dtype=x.dtype)
-        h_tilde_prev = torch.zeros(reader.cfg.hidden, dtype=x.dtype)  # h~_0 = 0
-        for t in range(n):
-            x_t = inp[t]
-            window = list(range(max(0, t - span) if span else 0, t))  # slots 1 .. t-1 (the span's last N)
-            if window:
-                query = layer.W_x(x_t) + layer.W_h_tilde(h_tilde_prev)
-                if layer.W_l is not None:
-                    query = query + layer.W_l(lower[t])  # early version: W_l h_t^k
-                a = torch.stack([layer.v @ torch.tanh(layer.W_h(H_tape[i]) + query) for i in window])  # (4)
-                s = torch.softmax(a, dim=0)  # (5)
-                h_tilde = sum(s[j] * H_tape[i] for j, i in enumerate(window))  # (6)
-                c_tilde = sum(s[j] * C_tape[i] for j, i in enumerate(window))
-                attention[t, window] = s
-            else:  # the first token: nothing on the tape
-                h_tilde = torch.zeros_like(h_tilde_prev)
-                c_tilde = torch.zeros_like(h_tilde_prev)
-            g = layer.W(torch.cat([h_tilde, x_t]))  # (7)
-            i_t, f_t, o_t, c_hat = g.chunk(4)
-            i_t, f_t, o_t, c_hat = torch.sigmoid(i_t), torch.sigmoid(f_t), torch.sigmoid(o_t), torch.tanh(c_hat)
-            c_t = f_t * c_tilde + i_t * c_hat  # (8)
-            h_t = o_t * torch.tanh(c_t)  # (9)
-            H_tape.append(h_t)
-            C_tape.append(c_t)
-            h_tildes.append(h_tilde)
-            h_tilde_prev = h_tilde
-        h_tilde_seq = torch.stack(h_tildes)
-        all_h.append(torch.stack(H_tape))
-        all_c.append(torch.stack(C_tape))
-        all_h_tilde.append(h_tilde_seq)
-        # (3.3) input_{k+1} = input_k + output_k, with output_k the attention vector h~^k
-        if k + 1 < len(reader.layers):
-            base = reader.skip(inp) if k == 0 and reader.skip is not None else inp
-            inp, lower = base + h_tilde_seq, torch.stack(H_tape)
-    return {"states": all_h[-1], "h": torch.stack(all_h), "c": torch.stack(all_c),
-            "h_tilde": torch.stack(all_h_tilde), "attention": attention}
+def reference_of(reader: LSTMNReader) -> LSTMNReader:
+    """The same reader (same parameters) with ``impl = "reference"``: the library's reading of
+    equations (4)-(9) token by token (:func:`memread.readers.lstmn.reference_layer`)."""
+    ref = build_reader(dataclasses.replace(reader.cfg, impl="reference"), reader.input_size).double()
+    ref.load_state_dict(reader.state_dict())
+    return ref.train(reader.training)
 
 
 # ----------------------------------------------------------------------------- helpers
@@ -135,28 +96,24 @@ def test_registry_and_shapes():
 
 
 @pytest.mark.parametrize("case", CASES, ids=lambda c: f"L{c['layers']}-span{c['span']}-deep{int(c['deep'])}")
-def test_fast_equals_naive_with_padding(case, backend):
+def test_fast_equals_reference_with_padding(case, backend):
     reader = make_reader(**case)
     lengths = [7, 4, 1]
     x, mask = batch(lengths)
     out = reader(x, mask, return_attention=True)
+    ref = reference_of(reader)(x, mask, return_attention=True)  # each row alone, token by token
+    torch.testing.assert_close(out.states[mask], ref.states[mask], atol=1e-6, rtol=0)
+    torch.testing.assert_close(out.attention[mask], ref.attention[mask], atol=1e-6, rtol=0)
     for b, n in enumerate(lengths):
-        ref = naive_lstmn(reader, x[b, :n])
-        torch.testing.assert_close(out.states[b, :n], ref["states"], atol=1e-6, rtol=0)
-        torch.testing.assert_close(out.attention[b, :n, :n], ref["attention"], atol=1e-6, rtol=0)
         assert not out.attention[b, :n, n:].any()  # padded slots are never attended
-        # every layer's tapes, as carried in the state
-        keep = min(n, reader.cfg.span) if reader.cfg.span else n
-        S = out.state["h"].size(2)
-        torch.testing.assert_close(out.state["h"][:, b, S - keep:], ref["h"][:, n - keep:], atol=1e-6, rtol=0)
-        torch.testing.assert_close(out.state["c"][:, b, S - keep:], ref["c"][:, n - keep:], atol=1e-6, rtol=0)
-        torch.testing.assert_close(out.state["h_tilde"][:, b], ref["h_tilde"][:, n - 1], atol=1e-6, rtol=0)
+    for key in ("h", "c", "h_tilde"):  # every layer's tapes and h~, as carried in the state
+        torch.testing.assert_close(out.state[key], ref.state[key], atol=1e-6, rtol=0, msg=key)
     assert out.state["slots"].tolist() == [min(n, case["span"]) if case["span"] else n for n in lengths]
 
 
 @pytest.mark.parametrize("case", CASES[1:4], ids=lambda c: f"L{c['layers']}-span{c['span']}-deep{int(c['deep'])}")
 def test_carried_state_equals_reading_at_once(case, backend):
-    """Two segments with a carried state give what the naive reader gives on the whole text,
+    """Two segments with a carried state give what the reference gives on the whole text,
     also when rows have different lengths in either segment."""
     reader = make_reader(**case)
     len1, len2 = [5, 2, 5], [4, 4, 0]
@@ -165,9 +122,11 @@ def test_carried_state_equals_reading_at_once(case, backend):
     out1 = reader(x1, m1)
     out2 = reader(x2, m2, state=out1.state, return_attention=True)
     S0 = out1.state["h"].size(2)
+    reference = reference_of(reader)
     for b in range(3):
         whole = torch.cat([x1[b, : len1[b]], x2[b, : len2[b]]])
-        ref = naive_lstmn(reader, whole)
+        out = reference(whole.unsqueeze(0), return_attention=True)  # the whole text at once, token by token
+        ref = {"states": out.states[0], "attention": out.attention[0]}
         n1, n2 = len1[b], len2[b]
         torch.testing.assert_close(out1.states[b, :n1], ref["states"][:n1], atol=1e-6, rtol=0)
         torch.testing.assert_close(out2.states[b, :n2], ref["states"][n1:], atol=1e-6, rtol=0)
@@ -181,7 +140,7 @@ def test_carried_state_equals_reading_at_once(case, backend):
         assert out2.memory_mask[b].sum() == kept + n2
 
 
-def test_gradients_equal_naive_and_reach_every_parameter(backend):
+def test_gradients_equal_the_reference_and_reach_every_parameter(backend):
     reader = make_reader(layers=3, span=3, deep=True, input_size=3)  # E != H: the skip projection exists
     lengths = [6, 3]
     x, mask = batch(lengths, input_size=3)
@@ -191,8 +150,9 @@ def test_gradients_equal_naive_and_reach_every_parameter(backend):
     out = reader(x, mask)
     loss = sum((out.states[b, :n] * w[:n]).sum() for b, n in enumerate(lengths))
     fast = torch.autograd.grad(loss, [x, *reader.parameters()])
-    loss_ref = sum((naive_lstmn(reader, x[b, :n])["states"] * w[:n]).sum() for b, n in enumerate(lengths))
-    ref = torch.autograd.grad(loss_ref, [x, *reader.parameters()])
+    reference = reference_of(reader)
+    loss_ref = sum((reference(x[b : b + 1, :n]).states[0] * w[:n]).sum() for b, n in enumerate(lengths))
+    ref = torch.autograd.grad(loss_ref, [x, *reference.parameters()])
     names = ["x"] + [n for n, _ in reader.named_parameters()]
     for name, g_fast, g_ref in zip(names, fast, ref):
         torch.testing.assert_close(g_fast, g_ref, atol=1e-6, rtol=0, msg=name)
@@ -326,8 +286,7 @@ def test_without_compiled_kernels_the_python_path_is_used(monkeypatch):
     reader = make_reader(layers=2, span=2)
     x, mask = batch([5, 3])
     out = reader(x, mask)
-    for b, n in enumerate([5, 3]):
-        torch.testing.assert_close(out.states[b, :n], naive_lstmn(reader, x[b, :n])["states"], atol=1e-6, rtol=0)
+    torch.testing.assert_close(out.states[mask], reference_of(reader)(x, mask).states[mask], atol=1e-6, rtol=0)
 
 
 def test_unbounded_tape_is_refused_for_streams():

@@ -1,12 +1,14 @@
-"""NSE / MMA-NSE reader: shapes; the fast path equals a naive per-example, per-step reading of
-equations (1)-(6) and (7)-(15) in float64 (with padding in the input and in the shared memories,
-two layers, a linear input map, one and two shared memories), gradients included; every parameter
-gets a gradient; one sequence alone equals the same sequence in a padded batch; padding values
+"""NSE / MMA-NSE reader: shapes; the fast path equals the library's per-example, per-step reference
+reading of equations (1)-(6) and (7)-(15) (``impl = "reference"``) in float64 (with padding in the
+input and in the shared memories, two layers, a linear input map, one and two shared memories),
+gradients included; every parameter gets a gradient; one sequence alone equals the same sequence in a padded batch; padding values
 change nothing; the keys and the memory respect the masks; a tiny classifier learns; misuse is
 refused with a MemreadError.
 """
 
 from __future__ import annotations
+
+import dataclasses
 
 import pytest
 import torch
@@ -46,63 +48,15 @@ def shared_memories(n, B, seed=7, S_lengths=((5, 2, 3), (3, 3, 1))):
     return [batch(list(S_lengths[j][:B]), seed=seed + j) for j in range(n)]
 
 
-# ----------------------------------------------------------------------------- the naive reference
+# ----------------------------------------------------------------------------- the reference
 
 
-def lstm_step(lstm: nn.LSTM, layer: int, x_t, h, c):
-    """One step of one layer of ``lstm``, from its weights: gates i, f, g, o in torch's order."""
-    W_ih, W_hh = getattr(lstm, f"weight_ih_l{layer}"), getattr(lstm, f"weight_hh_l{layer}")
-    b = getattr(lstm, f"bias_ih_l{layer}") + getattr(lstm, f"bias_hh_l{layer}")
-    i, f, g, o = (W_ih @ x_t + W_hh @ h + b).chunk(4)
-    c = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(g)
-    return torch.sigmoid(o) * torch.tanh(c), c
-
-
-def naive_nse(reader: NSEReader, x: torch.Tensor, shared: list[torch.Tensor] = ()) -> dict:
-    """One sequence x (n, E) without padding, and the real slots of each shared memory (S_j, k),
-    read step by step from the paper's equations, memories as k x l matrices as in the paper."""
-    k, L = reader.cfg.hidden, reader.cfg.layers
-    n = x.size(0)
-    u = x @ reader.input_map.weight.T if reader.input_map is not None else x  # linear map to R^k
-    M = u.T.clone()  # baby memory M_0 in R^{k x l}: column t is x_t
-    M_sh = [m.T.clone() for m in shared]  # M^n in R^{k x n}
-    e_k = torch.ones(k, dtype=x.dtype)
-    e_l = torch.ones(n, dtype=x.dtype)
-    hr = [torch.zeros(k, dtype=x.dtype) for _ in range(L)]
-    cr = [torch.zeros(k, dtype=x.dtype) for _ in range(L)]
-    hw = [torch.zeros(k, dtype=x.dtype) for _ in range(L)]
-    cw = [torch.zeros(k, dtype=x.dtype) for _ in range(L)]
-    hs, zs, zs_sh = [], [], [[] for _ in shared]
-    for t in range(n):
-        inp = u[t]
-        for layer in range(L):  # (1) o_t = f_r^LSTM(x_t)
-            hr[layer], cr[layer] = lstm_step(reader.read, layer, inp, hr[layer], cr[layer])
-            inp = hr[layer]
-        o_t = inp
-        z_t = torch.softmax(o_t @ M, dim=0)  # (2)
-        m_rt = M @ z_t  # (3) z_t^T M_{t-1} with slots as columns
-        reads = [m_rt]
-        z_sh = []
-        for M_n in M_sh:
-            z_n = torch.softmax(o_t @ M_n, dim=0)  # (10)
-            reads.append(M_n @ z_n)  # (11)
-            z_sh.append(z_n)
-        c_t = reader.compose.weight @ torch.cat([o_t, *reads]) + reader.compose.bias  # (4), (12)
-        inp = c_t
-        for layer in range(L):  # (5) h_t = f_w^LSTM(c_t)
-            hw[layer], cw[layer] = lstm_step(reader.write, layer, inp, hw[layer], cw[layer])
-            inp = hw[layer]
-        h_t = inp
-        Z = torch.outer(z_t, e_k).T  # (z_t (x) e_k)^T  (k, l)
-        M = M * (1 - Z) + torch.outer(h_t, e_l) * Z  # (6)
-        for j, (M_n, z_n) in enumerate(zip(M_sh, z_sh)):
-            Z_n = torch.outer(z_n, e_k).T
-            M_sh[j] = M_n * (1 - Z_n) + torch.outer(h_t, torch.ones(M_n.size(1), dtype=x.dtype)) * Z_n  # (15)
-            zs_sh[j].append(z_n)
-        hs.append(h_t)
-        zs.append(z_t)
-    return {"states": torch.stack(hs), "memory": M.T, "attention": torch.stack(zs),
-            "shared": [m.T for m in M_sh], "shared_attention": [torch.stack(z) for z in zs_sh]}
+def reference_of(reader: NSEReader) -> NSEReader:
+    """The same reader (same parameters) with ``impl = "reference"``: the library's reading of the
+    equations for each row alone, token by token (:func:`memread.readers.nse.reference_read`)."""
+    ref = build_reader(dataclasses.replace(reader.cfg, impl="reference"), reader.input_size).double()
+    ref.load_state_dict(reader.state_dict())
+    return ref.train(reader.training)
 
 
 CASES = [
@@ -140,22 +94,20 @@ def test_registry_and_shapes():
 
 
 @pytest.mark.parametrize("case", CASES, ids=case_id)
-def test_fast_equals_naive_with_padding(case, path):
+def test_fast_equals_reference_with_padding(case, path):
     reader = make_reader(**case)
     lengths = [6, 3, 1]
     x, mask = batch(lengths, size=case["input_size"])
     sh = shared_memories(case["shared"], 3)
     out = reader(x, mask, shared=sh, return_attention=True)
-    for b, n in enumerate(lengths):
-        real_sh = [M_n[b, m_n[b]] for M_n, m_n in sh]
-        ref = naive_nse(reader, x[b, :n], real_sh)
-        torch.testing.assert_close(out.states[b, :n], ref["states"], atol=1e-10, rtol=0)
-        torch.testing.assert_close(out.memory[b, :n], ref["memory"], atol=1e-10, rtol=0)
-        torch.testing.assert_close(out.attention[b, :n, :n], ref["attention"], atol=1e-10, rtol=0)
-        for j, (M_n, m_n) in enumerate(sh):
-            torch.testing.assert_close(out.state["shared"][j][b, m_n[b]], ref["shared"][j], atol=1e-10, rtol=0)
-            torch.testing.assert_close(out.state["shared_attention"][j][b, :n, m_n[b]], ref["shared_attention"][j],
-                                       atol=1e-10, rtol=0)
+    ref = reference_of(reader)(x, mask, shared=sh, return_attention=True)  # each row alone, token by token
+    torch.testing.assert_close(out.states[mask], ref.states[mask], atol=1e-10, rtol=0)
+    # padded slots keep their initial values, padded steps read and write nothing: whole tensors agree
+    torch.testing.assert_close(out.memory, ref.memory, atol=1e-10, rtol=0)
+    torch.testing.assert_close(out.attention, ref.attention, atol=1e-10, rtol=0)
+    for key in ("shared", "shared_attention"):
+        for j, (a, b) in enumerate(zip(out.state[key], ref.state[key], strict=True)):
+            torch.testing.assert_close(a, b, atol=1e-10, rtol=0, msg=f"{key} {j}")
     # without autograd the fast path keeps two memory buffers instead of all M_t: same values
     with torch.no_grad():
         again = reader(x, mask, shared=sh, return_attention=True)
@@ -164,7 +116,7 @@ def test_fast_equals_naive_with_padding(case, path):
         torch.testing.assert_close(a, b, atol=1e-12, rtol=0)
 
 
-def test_gradients_equal_naive_and_reach_every_parameter(path):
+def test_gradients_equal_the_reference_and_reach_every_parameter(path):
     case = CASES[-1]  # two layers, two shared memories, an input map
     reader = make_reader(**case)
     lengths = [5, 2, 4]
@@ -174,17 +126,14 @@ def test_gradients_equal_naive_and_reach_every_parameter(path):
     leaves = [M_n.clone().requires_grad_(True) for M_n, _ in sh]
     w = torch.randn(5, K, generator=torch.Generator().manual_seed(5), dtype=torch.float64)
 
-    out = reader(x, mask, shared=[(M, m) for M, (_, m) in zip(leaves, sh)])
-    loss = sum((out.states[b, :n] * w[:n]).sum() + out.memory[b, :n].sum()
-               + sum(S[b].sum() for S in out.state["shared"]) for b, n in enumerate(lengths))
-    wrt = [x, *leaves, *reader.parameters()]
-    fast = torch.autograd.grad(loss, wrt)
-    loss_ref = 0
-    for b, n in enumerate(lengths):
-        ref = naive_nse(reader, x[b, :n], [M[b, m[b]] for M, (_, m) in zip(leaves, sh)])
-        untouched = sum(M[b, ~m[b]].sum() for M, (_, m) in zip(leaves, sh))  # padded shared slots pass through
-        loss_ref = loss_ref + (ref["states"] * w[:n]).sum() + ref["memory"].sum() + sum(S.sum() for S in ref["shared"]) + untouched
-    ref_grads = torch.autograd.grad(loss_ref, wrt)
+    def loss_of(r):
+        out = r(x, mask, shared=[(M, m) for M, (_, m) in zip(leaves, sh)])
+        return sum((out.states[b, :n] * w[:n]).sum() + out.memory[b, :n].sum()
+                   + sum(S[b].sum() for S in out.state["shared"]) for b, n in enumerate(lengths))
+
+    fast = torch.autograd.grad(loss_of(reader), [x, *leaves, *reader.parameters()])
+    reference = reference_of(reader)
+    ref_grads = torch.autograd.grad(loss_of(reference), [x, *leaves, *reference.parameters()])
     names = ["x", "shared0", "shared1"] + [n for n, _ in reader.named_parameters()]
     for name, g_fast, g_ref in zip(names, fast, ref_grads):
         torch.testing.assert_close(g_fast, g_ref, atol=1e-9, rtol=0, msg=name)

@@ -1,13 +1,14 @@
 """Daniluk et al. (2017) readers: attention, key-value, key-value-predict, N-gram RNN, and their LSTM.
 
-The fast readers (one fused LSTM call, the window of every position at once) equal a naive reading of
-equations (1)-(13) step by step, in float64: across segment boundaries (segments of 1, 4 and 13 steps),
-in the first L positions of a document, with documents starting mid-segment and at segment starts,
-with one-token documents and with right padding. Parameter matching recovers Table 2's sizes.
+The fast readers (one fused LSTM call, the window of every position at once) equal the library's
+reference reading of equations (1)-(13) step by step (``impl = "reference"``), in float64: across
+segment boundaries (segments of 1, 4 and 13 steps), in the first L positions of a document, with
+documents starting mid-segment and at segment starts, with one-token documents and with right padding. Parameter matching recovers Table 2's sizes.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import tomllib
 from pathlib import Path
@@ -34,77 +35,16 @@ E, K = 5, 12
 backend = backend_fixture(window_module, "window kernels")  # compiled window attention, then tensor ops
 
 
-# ----------------------------------------------------------------------------- naive references
+# ----------------------------------------------------------------------------- the reference
 
 
-def naive_lstm(lstm: torch.nn.LSTM, xs: torch.Tensor, starts: set[int]) -> torch.Tensor:
-    """One row (n, E) step by step; the state is zeroed before every token in ``starts``."""
-    W_ih, W_hh, b = lstm.weight_ih_l0, lstm.weight_hh_l0, lstm.bias_ih_l0 + lstm.bias_hh_l0
-    H = lstm.hidden_size
-    h = c = xs.new_zeros(H)
-    out = []
-    for t, x in enumerate(xs):
-        if t in starts:
-            h = c = xs.new_zeros(H)
-        i, f, g, o = (W_ih @ x + W_hh @ h + b).split(H)
-        c = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(g)
-        h = torch.sigmoid(o) * torch.tanh(c)
-        out.append(h)
-    return torch.stack(out)
-
-
-def doc_history(hs: torch.Tensor, starts: set[int], t: int, L: int) -> list[int]:
-    """Steps t-L .. t-1 that belong to t's document."""
-    first = max(s for s in starts if s <= t) if any(s <= t for s in starts) else 0
-    return list(range(max(first, t - L), t))
-
-
-def naive_window_reader(reader, xs: torch.Tensor, starts: set[int]):
-    """Equations (1)-(4) / (6)-(10) / (11)-(12) literally, one step at a time -> h* (n, d), alphas."""
-    name, L = reader.cfg.name, reader.cfg.window
-    hs = naive_lstm(reader.lstm.lstm, xs, starts)  # (n, k)
-    parts = {"attention": 1, "kv": 2, "kvp": 3}[name]
-    split = [p for p in hs.split(hs.size(1) // parts, dim=1)]  # [h] / [k, v] / [k, v, p]
-    keys, values = split[0], split[1] if parts > 1 else split[0]
-    predict = split[-1]  # h (attention), v (kv), p (kvp)
-    A = reader.attention
-    W_Y, W_h, w = A.W_Y.weight, A.W_h.weight, A.w.weight[0]
-    h_star, alphas = [], []
-    for t in range(len(xs)):
-        past = doc_history(hs, starts, t, L)
-        alpha = xs.new_zeros(L)
-        if past:
-            Y = keys[past].T  # (d, m)  the window's keys as columns
-            M = torch.tanh(W_Y @ Y + (W_h @ keys[t]).unsqueeze(1))  # (1) / (7)
-            a = torch.softmax(w @ M, dim=0)  # (2) / (8)
-            r = values[past].T @ a  # (3) / (9)
-            alpha[L - len(past):] = a
-        else:
-            r = xs.new_zeros(values.size(1))
-        h_star.append(torch.tanh(reader.W_r.weight @ r + reader.W_x.weight @ predict[t]))  # (4) / (10) / (12)
-        alphas.append(alpha)
-    return torch.stack(h_star), torch.stack(alphas)
-
-
-def naive_ngram(reader, xs: torch.Tensor, starts: set[int]) -> torch.Tensor:
-    """Equation (13): h*_t = tanh(W^N [h^1_t ; h^2_{t-1} ; .. ; h^{N-1}_{t-N+2}]), zero before the document."""
-    N = reader.cfg.n
-    hs = naive_lstm(reader.lstm.lstm, xs, starts)
-    parts = hs.split(hs.size(1) // (N - 1), dim=1)
-    out = []
-    for t in range(len(xs)):
-        in_doc = set(doc_history(hs, starts, t, N)) | {t}
-        cols = [parts[i][t - i] if (t - i) in in_doc else parts[i].new_zeros(parts[i].size(1)) for i in range(N - 1)]
-        out.append(torch.tanh(reader.W_N.weight @ torch.cat(cols)))
-    return torch.stack(out)
-
-
-def naive(reader, xs, starts):
-    if reader.cfg.name == "ngram":
-        return naive_ngram(reader, xs, starts), None
-    if reader.cfg.name == "doc_lstm":
-        return naive_lstm(reader.lstm.lstm, xs, starts), None
-    return naive_window_reader(reader, xs, starts)
+def reference_of(reader):
+    """The same reader (same parameters) with ``impl = "reference"``: the library's reading of its
+    equations one row and one token at a time (:meth:`DocumentLSTM.reference`,
+    :func:`memread.modules.window.reference_attention`, :func:`memread.readers.ngram_rnn.reference_h_star`)."""
+    ref = build_reader(dataclasses.replace(reader.cfg, impl="reference"), reader.input_size).double()
+    ref.load_state_dict(reader.state_dict())
+    return ref.train(reader.training)
 
 
 # ----------------------------------------------------------------------------- the fast path
@@ -151,31 +91,25 @@ def test_fast_reader_equals_the_equations_step_by_step(cfg, backend):
     torch.manual_seed(0)
     reader = build_reader(cfg, E).double()
     x, mask, reset = batch()
-    expected = []
-    for b in range(3):
-        n = int(mask[b].sum())
-        starts = set(torch.nonzero(reset[b, :n]).flatten().tolist())
-        expected.append(naive(reader, x[b, :n], starts))
+    expected, alpha, _ = read_in_segments(reference_of(reader), x, mask, reset, [0, 13])  # token by token
     for cuts in ([0, 13], [0, 4, 8, 13], list(range(14))):  # whole, in segments, one token at a time
         states, attention, _ = read_in_segments(reader, x, mask, reset, cuts)
         assert states.shape == (3, 13, reader.output_size)
-        for b, (h_star, alpha) in enumerate(expected):
-            n = h_star.size(0)
-            assert torch.allclose(states[b, :n], h_star, atol=1e-12), (cfg, cuts, b)
-            if alpha is not None:
-                assert torch.allclose(attention[b, :n], alpha, atol=1e-12), (cfg, cuts, b)
+        assert torch.allclose(states[mask], expected[mask], atol=1e-12), (cfg, cuts)
+        if alpha is not None:
+            assert torch.allclose(attention[mask], alpha[mask], atol=1e-12), (cfg, cuts)
 
 
-def test_gradients_equal_the_naive_ones_and_reach_every_parameter(backend):
+def test_gradients_equal_the_reference_and_reach_every_parameter(backend):
     torch.manual_seed(0)
     reader = build_reader(KeyValuePredictConfig(hidden=K, window=3), E).double()
     x, mask, reset = batch()
     proj = torch.randn(reader.output_size, dtype=torch.float64)
     fast = (reader(x, mask, None, reset=reset).states[mask] @ proj).sum()
     g_fast = torch.autograd.grad(fast, list(reader.parameters()))
-    slow = sum((naive(reader, x[b, : int(mask[b].sum())], set(torch.nonzero(reset[b]).flatten().tolist()))[0] @ proj).sum()
-               for b in range(3))
-    g_slow = torch.autograd.grad(slow, list(reader.parameters()))
+    reference = reference_of(reader)
+    slow = (reference(x, mask, None, reset=reset).states[mask] @ proj).sum()
+    g_slow = torch.autograd.grad(slow, list(reference.parameters()))
     for (name, _), a, b in zip(reader.named_parameters(), g_fast, g_slow):
         assert torch.allclose(a, b, atol=1e-10), name
         assert a.abs().sum() > 0, name
@@ -250,10 +184,8 @@ def test_without_compiled_kernels_the_window_uses_tensor_ops(monkeypatch):
     reader = build_reader(KeyValueConfig(hidden=K, window=3), E).double()
     x, mask, reset = batch()
     states = reader(x, mask, None, reset=reset).states
-    for b in range(3):
-        n = int(mask[b].sum())
-        expected, _ = naive(reader, x[b, :n], set(torch.nonzero(reset[b, :n]).flatten().tolist()))
-        assert torch.allclose(states[b, :n], expected, atol=1e-12)
+    expected = reference_of(reader)(x, mask, None, reset=reset).states
+    assert torch.allclose(states[mask], expected[mask], atol=1e-12)
 
 
 def test_carried_state_is_nested_tensors_that_checkpoint_and_reset_forgets_it():

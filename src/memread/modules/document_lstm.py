@@ -12,6 +12,9 @@ a padded row is the state at its last real token, exactly as :class:`memread.rea
 
 Initialisation follows section 4.1: every weight uniform in ``(-init_range, init_range)``, the
 forget-gate bias 1 (``bias_ih`` holds it, ``bias_hh`` is zero there, so the sum is ``forget_bias``).
+
+:meth:`DocumentLSTM.reference` is the same reading one row and one token at a time, the LSTM's
+equations written out: the readers' ``impl = "reference"``, to check the fused path against.
 """
 
 from __future__ import annotations
@@ -67,3 +70,32 @@ class DocumentLSTM(nn.Module):
         if bool(empty.any()):
             h, c = torch.where(empty, state[0], h), torch.where(empty, state[1], c)
         return out, (h, c)
+
+    def reference(self, x: Tensor, mask: Tensor | None = None, state: LSTMState | None = None,
+                  reset: Tensor | None = None) -> tuple[Tensor, LSTMState]:
+        """What :meth:`forward` returns, one row and one token at a time (zeros at padding)::
+
+            [i; f; g; o] = W_ih x_t + W_hh h_{t-1} + b_ih + b_hh      (h_{t-1} = c_{t-1} = 0 at a document start)
+            c_t = sigmoid(f) * c_{t-1} + sigmoid(i) * tanh(g)
+            h_t = sigmoid(o) * tanh(c_t)
+        """
+        B, T = x.shape[:2]
+        H = self.hidden
+        W_ih, W_hh = self.lstm.weight_ih_l0, self.lstm.weight_hh_l0
+        b = self.lstm.bias_ih_l0 + self.lstm.bias_hh_l0
+        h0, c0 = self.initial_state(B, x) if state is None else state
+        outputs, h_n, c_n = [], [], []
+        for row in range(B):
+            n = T if mask is None else int(mask[row].sum())
+            h, c, out = h0[0, row], c0[0, row], []
+            for t in range(n):
+                if reset is not None and bool(reset[row, t]):  # a document starts: forget everything
+                    h, c = torch.zeros_like(h), torch.zeros_like(c)
+                i, f, g, o = (W_ih @ x[row, t] + W_hh @ h + b).split(H)
+                c = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(g)
+                h = torch.sigmoid(o) * torch.tanh(c)
+                out.append(h)
+            outputs.append(torch.stack(out + [x.new_zeros(H)] * (T - n)))
+            h_n.append(h)
+            c_n.append(c)
+        return torch.stack(outputs), (torch.stack(h_n).unsqueeze(0), torch.stack(c_n).unsqueeze(0))

@@ -95,11 +95,13 @@ class WindowAttention(nn.Module):
     rest runs in :class:`_BandedAttention`, which writes M for all (t, j) into one buffer and
     differentiates by hand: on the CPU in one compiled pass over each position's window
     (``_window_kernels.cpp``), elsewhere with tensor ops (fewer passes over the (B, T, L, d) data than
-    autograd's graph of views).
+    autograd's graph of views). With ``impl = "reference"`` it is :func:`reference_attention` instead:
+    the equations one row and one position at a time, to check the fast path against.
     """
 
-    def __init__(self, dim: int):
+    def __init__(self, dim: int, impl: str = "fast"):
         super().__init__()
+        self.impl = impl
         self.W_Y = nn.Linear(dim, dim, bias=False)
         self.W_h = nn.Linear(dim, dim, bias=False)
         self.w = nn.Linear(dim, 1, bias=False)
@@ -107,7 +109,39 @@ class WindowAttention(nn.Module):
     def forward(self, h: History, query: Tensor, keys: Tensor, values: Tensor) -> tuple[Tensor, Tensor]:
         """query (B, T, d); keys (B, L+T, d) and values (B, L+T, dv) over ``h.seq``'s slots ->
         r (B, T, dv), alpha (B, T, L)."""
+        if self.impl == "reference":
+            return reference_attention(self, h, query, keys, values)
         return _BandedAttention.apply(self.W_Y(keys), self.W_h(query), self.w.weight[0], values, visible(h))
+
+
+def reference_attention(att: WindowAttention, h: History, query: Tensor, keys: Tensor,
+                        values: Tensor) -> tuple[Tensor, Tensor]:
+    """Equations (1)-(3) (and (7)-(9)) literally, one row and one position at a time: the readable form
+    of :class:`WindowAttention` (same arguments and results; zeros at padded positions).
+
+    Position t of the segment is slot L + t of ``h.seq``; its window is slots t .. t+L-1 (steps t-L .. t-1),
+    of which it reads those holding a real output of its own document.
+    """
+    B, T = h.query_doc.shape
+    L = h.window
+    W_Y, W_h, w = att.W_Y.weight, att.W_h.weight, att.w.weight[0]
+    r_all, alpha_all = [], []
+    for b in range(B):
+        for t in range(T):
+            alpha_t = query.new_zeros(L)
+            past = [j for j in range(L)
+                    if h.valid[b, t + j] and h.doc[b, t + j] == h.query_doc[b, t]]  # visible slots of t's window
+            if past and h.valid[b, L + t]:
+                Y = keys[b, [t + j for j in past]].T  # (d, m): the visible keys as columns
+                M = torch.tanh(W_Y @ Y + (W_h @ query[b, t]).unsqueeze(1))  # (1) / (7)
+                a = torch.softmax(w @ M, dim=0)  # (2) / (8)
+                r = values[b, [t + j for j in past]].T @ a  # (3) / (9)
+                alpha_t = alpha_t.index_put((torch.tensor(past),), a)
+            else:  # nothing to attend to (a document's first token, or padding): r_t = 0
+                r = values.new_zeros(values.size(-1))
+            r_all.append(r)
+            alpha_all.append(alpha_t)
+    return torch.stack(r_all).view(B, T, -1), torch.stack(alpha_all).view(B, T, L)
 
 
 class _BandedAttention(torch.autograd.Function):

@@ -14,6 +14,9 @@ segment at once over a banded window (:mod:`memread.modules.window`). The window
 outputs is carried across segments; state and window are reset where a document starts (``reset``).
 At the start of a document fewer than L outputs exist and attention covers only those; the first
 token of a document has none, so r_t = 0.
+
+``impl = "reference"`` reads the same equations one token at a time (:meth:`DocumentLSTM.reference`,
+:func:`memread.modules.window.reference_attention`), to check the fast path against.
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ class AttentionLMConfig:
     window: int = 5  # L: how many previous outputs are attended over
     init_range: float = 0.1  # every weight uniform in (-r, r) (section 4.1)
     forget_bias: float = 1.0  # LSTM forget-gate bias (section 4.1)
+    impl: Literal["fast", "reference"] = "fast"  # "reference": the equations token by token, to check against
 
     @property
     def hidden_multiple(self) -> int:
@@ -59,7 +63,7 @@ class WindowAttentionReader(nn.Module):
         d = cfg.hidden // parts  # size of a key, a value, a predict part and of h*
         self.cfg, self.d = cfg, d
         self.lstm = DocumentLSTM(input_size, cfg.hidden, cfg.init_range, cfg.forget_bias)
-        self.attention = WindowAttention(d)  # W^Y, W^h, w
+        self.attention = WindowAttention(d, cfg.impl)  # W^Y, W^h, w
         self.W_r = nn.Linear(d, d, bias=False)
         self.W_x = nn.Linear(d, d, bias=False)
         for name, p in self.named_parameters():
@@ -73,7 +77,8 @@ class WindowAttentionReader(nn.Module):
         B, T, _ = x.shape
         mask, lstm_reset, reset = prepare(x, mask, reset)
         lstm_state, window, valid = unpack_state(state, B, self.cfg.window, self.cfg.hidden, x)
-        h, lstm_state = self.lstm(x, mask, lstm_state, lstm_reset)  # (B, T, k)
+        lstm = self.lstm.reference if self.cfg.impl == "reference" else self.lstm
+        h, lstm_state = lstm(x, mask, lstm_state, lstm_reset)  # (B, T, k)
         hist = extend(window, valid, h, mask, reset)  # the window's outputs, then this segment's: (B, L+T, k)
         # attention: key = value = predict = h;  (6) [k; v] = h, the value also predicts;  (11) [k; v; p] = h
         parts = hist.seq.split(self.d, dim=-1)  # (B, L+T, d) each

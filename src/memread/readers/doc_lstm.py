@@ -24,6 +24,7 @@ class DocLSTMConfig:
     hidden: int = 300
     init_range: float = 0.1
     forget_bias: float = 1.0
+    impl: Literal["fast", "reference"] = "fast"  # "reference": the equations token by token, to check against
 
 
 class DocLSTMReader(nn.Module):
@@ -37,7 +38,8 @@ class DocLSTMReader(nn.Module):
                 return_attention: bool = False, reset: Tensor | None = None) -> ReaderOutput:
         """x (B, T, E), mask (B, T), reset (B, T): True where a document starts -> states (B, T, H)."""
         mask, lstm_reset, _ = prepare(x, mask, reset)
-        h, (h_n, c_n) = self.lstm(x, mask, None if state is None else (state["h"], state["c"]), lstm_reset)
+        lstm = self.lstm.reference if self.cfg.impl == "reference" else self.lstm  # token by token
+        h, (h_n, c_n) = lstm(x, mask, None if state is None else (state["h"], state["c"]), lstm_reset)
         return ReaderOutput(states=h, memory=h, memory_mask=mask, state={"h": h_n, "c": c_n})
 
 

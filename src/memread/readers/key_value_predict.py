@@ -29,6 +29,7 @@ class KeyValuePredictConfig:
     window: int = 5  # L
     init_range: float = 0.1
     forget_bias: float = 1.0
+    impl: Literal["fast", "reference"] = "fast"  # "reference": the equations token by token, to check against
 
     @property
     def hidden_multiple(self) -> int:

@@ -77,6 +77,11 @@ the gates' local derivatives are recomputed in the backward loop instead of stor
 with ``W_f`` takes ``[d gates_t | d q_{t+1}]`` in one matmul. In float32 its tanh and sigmoid are a
 vectorised form within 3 float32 ulps of tanh (float64 uses ``std::tanh``), so the two paths agree to
 float32 precision and, in float64, both equal the naive reading of the equations.
+
+**Reference.** ``impl = "reference"`` reads each text one token at a time with
+:func:`reference_layer`, equations (4)-(9) as the paper writes them, with autograd: the form to check
+the fast path against (``tests/test_lstmn.py`` and ``tests/test_reader_contract.py`` compare the two
+in float64), far too slow to train with. Both take the same parameters, state and padding.
 """
 
 from __future__ import annotations
@@ -86,6 +91,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.autograd.function import once_differentiable
 
@@ -106,6 +112,7 @@ class LSTMNConfig:
     span: int = 0  # attend to at most the `span` most recent slots; the state carries as many. 0 = unbounded
     deep_attention: bool = False  # early version: layer k+1's attention also sees h_t^k (its W_l term)
     dropout: float = 0.0  # on each layer's output before it feeds the layer above (layers > 1)
+    impl: Literal["fast", "reference"] = "fast"  # "reference": equations (4)-(9) token by token, to check against
 
 
 # ----------------------------------------------------------------------------- one layer, fast path
@@ -357,6 +364,50 @@ class LSTMNLayer(nn.Module):
         )
 
 
+# ----------------------------------------------------------------------------- one layer, the reference
+
+
+def reference_layer(layer: LSTMNLayer, inp: Tensor, lower_h: Tensor | None, H0: Tensor, C0: Tensor,
+                    h_tilde0: Tensor, span: int) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    """Equations (4)-(9) for one text, one token at a time, as the paper writes them (``impl = "reference"``).
+
+    inp (n, I): the layer's input x_t; lower_h (n, H): the layer below's h_t (deep attention) or None;
+    H0, C0 (n0, H): the carried slots of the hidden and memory tapes; h_tilde0 (H,): h~ before the text.
+    Returns the tapes (n0 + n, H) each, h~ (n, H) and the attention weights s^t (n, n0 + n).
+    """
+    n, n0 = inp.size(0), H0.size(0)
+    H_tape, C_tape = list(H0), list(C0)  # h_1 .. h_{t-1}, c_1 .. c_{t-1}
+    h_tilde_prev = h_tilde0  # h~_{t-1}
+    h_tildes, weights = [], []
+    for t in range(n):
+        x_t = inp[t]
+        slots = list(range(max(0, len(H_tape) - span) if span else 0, len(H_tape)))  # the span's last slots
+        s_t = inp.new_zeros(n0 + n)
+        if slots:
+            query = layer.W_x(x_t) + layer.W_h_tilde(h_tilde_prev)
+            if layer.W_l is not None and lower_h is not None:
+                query = query + layer.W_l(lower_h[t])  # early version: W_l h_t^{k-1}
+            a_t = torch.stack([layer.v @ torch.tanh(layer.W_h(H_tape[i]) + query) for i in slots])  # (4)
+            s = torch.softmax(a_t, dim=0)  # (5)
+            h_tilde = sum(s[j] * H_tape[i] for j, i in enumerate(slots))  # (6)
+            c_tilde = sum(s[j] * C_tape[i] for j, i in enumerate(slots))  # (6)
+            s_t = F.pad(s, (slots[0], n0 + n - slots[-1] - 1))
+        else:  # an empty tape: h~_t = c~_t = 0
+            h_tilde = c_tilde = inp.new_zeros(layer.hidden)
+        i_t, f_t, o_t, c_hat = layer.W(torch.cat([h_tilde, x_t])).chunk(4)  # (7)
+        i_t, f_t, o_t, c_hat = torch.sigmoid(i_t), torch.sigmoid(f_t), torch.sigmoid(o_t), torch.tanh(c_hat)
+        c_t = f_t * c_tilde + i_t * c_hat  # (8)
+        h_t = o_t * torch.tanh(c_t)  # (9)
+        H_tape.append(h_t)  # write a new slot
+        C_tape.append(c_t)
+        h_tildes.append(h_tilde)
+        weights.append(s_t)
+        h_tilde_prev = h_tilde
+    empty = inp.new_zeros(0, layer.hidden)
+    return (torch.stack(H_tape) if H_tape else empty, torch.stack(C_tape) if C_tape else empty,
+            torch.stack(h_tildes) if h_tildes else empty, torch.stack(weights) if weights else inp.new_zeros(0, n0))
+
+
 # ----------------------------------------------------------------------------- the reader
 
 
@@ -413,20 +464,11 @@ class LSTMNReader(nn.Module):
         n0 = state["slots"]  # (B,) real carried slots, right-aligned
         start = None if bool((n0 == S0).all()) else S0 - n0  # (B,) first real carried slot
 
-        inp, lower_h = x, None
-        H_tapes, C_tapes, h_tildes = [], [], []
-        for k, layer in enumerate(self.layers):
-            H_tape, C_tape, h_tilde, s = layer(inp, lower_h, state["h"][k], state["c"][k], state["h_tilde"][k],
-                                               start, self.cfg.span)
-            H_tapes.append(H_tape)
-            C_tapes.append(C_tape)
-            h_tildes.append(h_tilde)
-            if k + 1 < len(self.layers):  # (3.3) input_{k+1} = input_k + output_k, output_k = h~^k
-                base = self.skip(inp) if k == 0 and self.skip is not None else inp
-                inp = base + self.drop(h_tilde)
-                lower_h = self.drop(H_tape[:, S0:]) if self.cfg.deep_attention else None
-
         lengths = mask.sum(dim=1)  # (B,)
+        if self.cfg.impl == "reference":
+            H_tapes, C_tapes, h_tildes, s = self._read_reference(x, lengths, state)
+        else:
+            H_tapes, C_tapes, h_tildes, s = self._read_fast(x, state, start)
         slot_ids = torch.arange(S0 + T, device=x.device)
         memory_mask = (slot_ids >= (S0 - n0).unsqueeze(1)) & (slot_ids < (S0 + lengths).unsqueeze(1))  # (B, S)
         carried = self._carry(state, H_tapes, C_tapes, h_tildes, lengths, uniform=start is None)
@@ -439,6 +481,50 @@ class LSTMNReader(nn.Module):
             state=carried,
             attention=s if return_attention else None,
         )
+
+    def _read_fast(self, x: Tensor, state: dict, start: Tensor | None):
+        """Every layer over the whole batch: tapes (B, S0 + T, H) and h~ (B, T, H) per layer, and the
+        top layer's attention weights (B, T, S0 + T)."""
+        S0 = state["h"].size(2)
+        inp, lower_h = x, None
+        H_tapes, C_tapes, h_tildes = [], [], []
+        for k, layer in enumerate(self.layers):
+            H_tape, C_tape, h_tilde, s = layer(inp, lower_h, state["h"][k], state["c"][k], state["h_tilde"][k],
+                                               start, self.cfg.span)
+            H_tapes.append(H_tape)
+            C_tapes.append(C_tape)
+            h_tildes.append(h_tilde)
+            if k + 1 < len(self.layers):  # (3.3) input_{k+1} = input_k + output_k, output_k = h~^k
+                base = self.skip(inp) if k == 0 and self.skip is not None else inp
+                inp = base + self.drop(h_tilde)
+                lower_h = self.drop(H_tape[:, S0:]) if self.cfg.deep_attention else None
+        return H_tapes, C_tapes, h_tildes, s
+
+    def _read_reference(self, x: Tensor, lengths: Tensor, state: dict):
+        """``impl = "reference"``: what :meth:`_read_fast` returns, read one row and one token at a time
+        by :func:`reference_layer`. Padding is never read: padded positions of the tapes and of h~ are 0."""
+        B, T, _ = x.shape
+        S0 = state["h"].size(2)
+        H_tapes, C_tapes, h_tildes = [[] for _ in self.layers], [[] for _ in self.layers], [[] for _ in self.layers]
+        attention = []
+        for b in range(B):
+            n, n0 = int(lengths[b]), int(state["slots"][b])  # real tokens, real carried slots
+            inp, lower_h = x[b, :n], None
+            for k, layer in enumerate(self.layers):
+                H_tape, C_tape, h_tilde, s = reference_layer(
+                    layer, inp, lower_h, state["h"][k, b, S0 - n0 :], state["c"][k, b, S0 - n0 :],
+                    state["h_tilde"][k, b], self.cfg.span)
+                # back to the batch's coordinates: carried slots end at S0, padding is zero
+                H_tapes[k].append(F.pad(H_tape, (0, 0, S0 - n0, T - n)))
+                C_tapes[k].append(F.pad(C_tape, (0, 0, S0 - n0, T - n)))
+                h_tildes[k].append(F.pad(h_tilde, (0, 0, 0, T - n)))
+                if k + 1 < len(self.layers):  # (3.3) input_{k+1} = input_k + output_k, output_k = h~^k
+                    base = self.skip(inp) if k == 0 and self.skip is not None else inp
+                    inp = base + self.drop(h_tilde)
+                    lower_h = self.drop(H_tape[n0:]) if self.cfg.deep_attention else None
+            attention.append(F.pad(s, (S0 - n0, T - n, 0, T - n)))
+        stack = lambda rows: [torch.stack(r) for r in rows]  # noqa: E731
+        return stack(H_tapes), stack(C_tapes), stack(h_tildes), torch.stack(attention)
 
     def _carry(self, state, H_tapes, C_tapes, h_tildes, lengths, uniform) -> dict[str, Tensor]:
         """The last ``span`` real slots of every layer's tapes (all when span = 0), right-aligned."""

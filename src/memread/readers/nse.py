@@ -66,6 +66,10 @@ backward loop. It stores every ``M_t`` (O(B T^2 k) memory, as autograd would); w
 keeps two alternating buffers. The attention outputs are not differentiable. ``USE_FUNCTION = False``
 runs the same loop under autograd (``_autograd_loop``); tests check both against the equations.
 
+**Reference.** ``impl = "reference"`` reads each sequence alone, one token at a time, with the
+memories as ``k x l`` matrices as the paper writes them (:func:`reference_read`): the form to check the
+fast path against, far too slow to train with.
+
 **State.** The memory is initialised from the whole input at t = 0, so an NSE reads whole sequences:
 continuing a previous call (``state`` not None) is refused. The returned ``state`` is
 ``{"memory": M_T, "shared": [M_T^1 ..]}`` (and with ``return_attention`` also
@@ -96,6 +100,7 @@ class NSEConfig:
     layers: int = 1  # layers of the read LSTM and of the write LSTM (WikiQA setup: 2)
     dropout: float = 0.0  # on the read LSTM's input x_t and on the write LSTM's input c_t
     shared: int = 0  # MMA-NSE: number of other memories read and written each step (eq. 7-15)
+    impl: Literal["fast", "reference"] = "fast"  # "reference": equations (1)-(15) token by token, to check against
 
 
 class NSEReader(nn.Module):
@@ -145,6 +150,9 @@ class NSEReader(nn.Module):
                                    f"got {tuple(M_n.shape)} and {tuple(mask_n.shape)}")
 
         u = self.input_map(x) if self.input_map is not None else x  # (B, T, k): also the baby memory M_0
+        if self.cfg.impl == "reference":
+            h, z, M, Ms, zs_n = reference_read(self, u, mask, shared)
+            return self._output(h, z, M, Ms, zs_n, mask, return_attention)
         o, _ = self.read(self.drop(u))  # (1) all steps at once  (B, T, k)
         W_co, W_cm = self.compose.weight.split([k, self.compose.in_features - k], dim=1)
         c_o = F.linear(o, W_co, self.compose.bias)  # (4) W_c^o o_t + b_c, all steps  (B, T, N)
@@ -160,6 +168,10 @@ class NSEReader(nn.Module):
         loop = _NSELoop.apply if USE_FUNCTION else _autograd_loop
         h, z, M, *rest = loop(o, c_o, keep, masks, self.cfg.layers, u, *M0s, *weights)
         Ms, zs_n = rest[: len(shared)], rest[len(shared) :]
+        return self._output(h, z, M, Ms, zs_n, mask, return_attention)
+
+    @staticmethod
+    def _output(h, z, M, Ms, zs_n, mask, return_attention) -> ReaderOutput:
         new_state = {"memory": M, "shared": list(Ms)}
         if return_attention:
             new_state["shared_attention"] = list(zs_n)
@@ -343,6 +355,79 @@ class _NSELoop(torch.autograd.Function):
             dg = flat(dgates[layer])
             d_weights += [dg.t() @ flat(inp), dg.t() @ flat(hid[layer, :-1]), dg.sum(0)]
         return (do.transpose(0, 1), dc_all.transpose(0, 1), None, None, None, *dM, *d_weights)
+
+
+# ----------------------------------------------------------------------------- the reference
+
+
+def _lstm_step(lstm: nn.LSTM, layer: int, x_t: Tensor, h: Tensor, c: Tensor) -> tuple[Tensor, Tensor]:
+    """One step of one layer of ``lstm`` from its weights (torch's gate order i, f, g, o)."""
+    W_ih, W_hh = getattr(lstm, f"weight_ih_l{layer}"), getattr(lstm, f"weight_hh_l{layer}")
+    b = getattr(lstm, f"bias_ih_l{layer}") + getattr(lstm, f"bias_hh_l{layer}")
+    i, f, g, o = (W_ih @ x_t + W_hh @ h + b).chunk(4)
+    c = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(g)
+    return torch.sigmoid(o) * torch.tanh(c), c
+
+
+def reference_read(reader: NSEReader, u: Tensor, mask: Tensor, shared: list[tuple[Tensor, Tensor]]):
+    """Equations (1)-(6) and (7)-(15) for each row alone, one token at a time, memories as k x l
+    matrices (column i = slot i), as the paper writes them (``impl = "reference"``).
+
+    u (B, T, k): the (mapped) inputs, also the baby memory; mask (B, T); shared: pairs (M^n (B, S_n, k),
+    mask^n (B, S_n)). Returns what the fast loop returns: h (B, T, k), z (B, T, T), M_T (B, T, k),
+    [M_T^n (B, S_n, k)], [z^n (B, T, S_n)]; padded steps are 0 and padded slots keep their values.
+    """
+    B, T, k = u.shape
+    layers = reader.cfg.layers
+    hs, zs, Ms = [], [], []
+    Ms_n, zs_n = [[] for _ in shared], [[] for _ in shared]
+    for b in range(B):
+        n = int(mask[b].sum())
+        x = reader.drop(u[b, :n])  # the read LSTM's input
+        M = u[b, :n].T  # M_0 in R^{k x l}: column t is x_t
+        real_n = [m_n[b] for _, m_n in shared]
+        M_sh = [M_n[b, r].T for (M_n, _), r in zip(shared, real_n)]  # M^n in R^{k x S_n}: its real slots
+        e_k = u.new_ones(k)
+        hr, cr = [u.new_zeros(k)] * layers, [u.new_zeros(k)] * layers  # f_r^LSTM's state, per layer
+        hw, cw = [u.new_zeros(k)] * layers, [u.new_zeros(k)] * layers  # f_w^LSTM's
+        h_row, z_row, z_sh_rows = [], [], [[] for _ in shared]
+        for t in range(n):
+            inp = x[t]
+            for layer in range(layers):
+                hr[layer], cr[layer] = _lstm_step(reader.read, layer, inp, hr[layer], cr[layer])
+                inp = hr[layer]
+            o_t = inp  # (1)
+            z_t = torch.softmax(o_t @ M, dim=0)  # (2)
+            m_rt = M @ z_t  # (3)  z_t^T M_{t-1} with slots as columns
+            z_n = [torch.softmax(o_t @ M_n, dim=0) for M_n in M_sh]  # (10)
+            m_rt_n = [M_n @ z for M_n, z in zip(M_sh, z_n)]  # (11)
+            c_t = reader.compose(torch.cat([o_t, m_rt, *m_rt_n]))  # (4), (12)
+            inp = reader.drop(c_t)
+            for layer in range(layers):
+                hw[layer], cw[layer] = _lstm_step(reader.write, layer, inp, hw[layer], cw[layer])
+                inp = hw[layer]
+            h_t = inp  # (5), (13)
+            Z = torch.outer(z_t, e_k).T  # (z_t (x) e_k)^T  (k, l)
+            M = M * (1 - Z) + torch.outer(h_t, u.new_ones(n)) * Z  # (6)
+            for j, (M_n, z) in enumerate(zip(M_sh, z_n)):
+                Z_n = torch.outer(z, e_k).T
+                M_sh[j] = M_n * (1 - Z_n) + torch.outer(h_t, u.new_ones(M_n.size(1))) * Z_n  # (15)
+                z_sh_rows[j].append(z)
+            h_row.append(h_t)
+            z_row.append(z_t)
+        # back to the batch's layout: padded steps 0, padded slots as they were
+        hs.append(F.pad(torch.stack(h_row), (0, 0, 0, T - n)) if n else u.new_zeros(T, k))
+        zs.append(F.pad(torch.stack(z_row), (0, T - n, 0, T - n)) if n else u.new_zeros(T, T))
+        Ms.append(torch.cat([M.T, u[b, n:]]))
+        for j, ((M_n, _), r) in enumerate(zip(shared, real_n)):
+            Ms_n[j].append(M_n[b].masked_scatter(r.unsqueeze(1), M_sh[j].T))
+            z_full = u.new_zeros(T, M_n.size(1))
+            if n:
+                z_full = z_full.masked_scatter((torch.arange(T, device=u.device) < n).unsqueeze(1) & r.unsqueeze(0),
+                                               torch.stack(z_sh_rows[j]))
+            zs_n[j].append(z_full)
+    return (torch.stack(hs), torch.stack(zs), torch.stack(Ms), [torch.stack(m) for m in Ms_n],
+            [torch.stack(z) for z in zs_n])
 
 
 def build_nse_reader(cfg: NSEConfig, input_size: int) -> NSEReader:
