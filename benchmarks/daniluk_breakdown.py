@@ -33,7 +33,7 @@ import time
 import torch
 from torch import nn
 
-from memread.bench import _LSTMReference, _Step
+from memread.bench.readers import _LSTMReference, _Step
 from memread.modules.document_lstm import DocumentLSTM
 from memread.readers import build_reader
 from memread.readers.key_value_predict import KeyValuePredictConfig

@@ -1,4 +1,4 @@
-"""``memread.attend.attend``: a run of an attention reader gives a PNG of its intra-attention; a run
+"""``memread.tools.attend.attend``: a run of an attention reader gives a PNG of its intra-attention; a run
 of a reader without attention, or something that is not a run, gives a clear error."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from memread.attend import attend, read_sentence
+from memread.tools.attend import attend, read_sentence
 from memread.config import ExperimentConfig, TrainConfig
 from memread.errors import MemreadError
 from memread.experiment import load_trained, start_run

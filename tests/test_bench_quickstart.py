@@ -2,9 +2,9 @@ import json
 
 import pytest
 
-from memread.bench import bench, reader_config
+from memread.bench.readers import bench, reader_config
 from memread.errors import MemreadError
-from memread.quickstart import quickstart
+from memread.tools.quickstart import quickstart
 
 
 def test_bench_reports_both_models_in_one_json_line():

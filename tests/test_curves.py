@@ -6,7 +6,7 @@ import pytest
 
 from memread.cli import main
 from memread.config import ExperimentConfig, TrainConfig
-from memread.curves import curves_png, curves_table, read_curve
+from memread.tools.curves import curves_png, curves_table, read_curve
 from memread.errors import MemreadError
 from memread.experiment import final_evaluation, start_run
 from memread.readers.rnn import RNNReaderConfig

@@ -15,7 +15,7 @@ import torch
 from memread.cli import main
 from memread.config import ExperimentConfig, TrainConfig
 from memread.data.cbt import ClozeExample
-from memread.ensemble import answer_distributions, ensemble
+from memread.tools.ensemble import answer_distributions, ensemble
 from memread.errors import MemreadError
 from memread.experiment import load_trained, start_run
 from memread.modules.dropout import Dropout

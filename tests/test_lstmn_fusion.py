@@ -396,7 +396,7 @@ def test_snli_fusion_needs_lstmn_and_reads_the_premise(tmp_path, encoder):
 
 
 def test_bench_runs_on_tiny_sizes():
-    from memread.bench_fusion import bench_deep_fusion, bench_deep_fusion_command
+    from memread.bench.fusion import bench_deep_fusion, bench_deep_fusion_command
     from memread.cli import build_parser
 
     out = bench_deep_fusion(batch=2, source=3, target=4, emb=5, hidden=4, repeats=2, warmup=0, source_grad=True)

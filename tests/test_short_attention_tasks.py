@@ -8,8 +8,8 @@ import json
 import pytest
 import torch
 
-from memread.attention_span import attention_by_position, document_attention, position_table
-from memread.cbt_lm import candidate_sequences, evaluate_cbt_file, score_candidates
+from memread.tools.attention_span import attention_by_position, document_attention, position_table
+from memread.tools.cbt_lm import candidate_sequences, evaluate_cbt_file, score_candidates
 from memread.data.cbt import read_cbt
 from memread.data.stream import DocumentStreamBatches
 from memread.data.vocab import Vocab

@@ -7,6 +7,8 @@ The package is laid out like the architecture it implements:
 - ``tasks``    task heads and the models they build around a reader
 - ``data``     vocabularies, corpus readers, batching, the built-in story generator
 - ``training`` the one training loop, checkpoints, optimisers and schedules
+- ``tools``    on top of the library: inspection and evaluation of trained runs, the quickstart
+- ``bench``    training throughput of readers against their named baselines
 - ``cli``      the ``memread`` command
 """
 

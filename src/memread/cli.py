@@ -75,7 +75,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
 
 def cmd_quickstart(args: argparse.Namespace) -> int:
-    from memread.quickstart import quickstart
+    from memread.tools.quickstart import quickstart
 
     quickstart(Path(args.out), steps=args.steps, seed=args.seed)
     return 0
@@ -83,8 +83,8 @@ def cmd_quickstart(args: argparse.Namespace) -> int:
 
 # benches of readers that are not one sequence in, states out: each against its named baseline
 SPECIAL_BENCHES = {
-    "iaa": ("memread.bench_cloze", "bench_iaa_command"),  # (query, document) reader vs the AS Reader
-    "lstmn-deep-fusion": ("memread.bench_fusion", "bench_deep_fusion_command"),  # decoder vs LSTM + attention
+    "iaa": ("memread.bench.cloze", "bench_iaa_command"),  # (query, document) reader vs the AS Reader
+    "lstmn-deep-fusion": ("memread.bench.fusion", "bench_deep_fusion_command"),  # decoder vs LSTM + attention
 }
 
 
@@ -95,7 +95,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
         module, function = SPECIAL_BENCHES[args.reader]
         print(json.dumps(getattr(importlib.import_module(module), function)(args)))
         return 0
-    from memread.bench import bench
+    from memread.bench.readers import bench
 
     print(json.dumps(bench(args.reader, batch=args.batch, steps=args.steps, emb=args.emb, hidden=args.hidden,
                            vocab=args.vocab, repeats=args.repeats, reader_options=args.set,
@@ -104,7 +104,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
 
 def cmd_attend(args: argparse.Namespace) -> int:
-    from memread.attend import attend
+    from memread.tools.attend import attend
     from memread.data.root import data_root
 
     out = Path(args.out) if args.out else None
@@ -144,7 +144,7 @@ def cmd_data(args: argparse.Namespace) -> int:
 def cmd_match_params(args: argparse.Namespace) -> int:
     import dataclasses
 
-    from memread.bench import reader_config
+    from memread.bench.readers import reader_config
     from memread.params import lm_parameters, match_lm_hidden
 
     cfg = reader_config(args.reader, args.hidden, args.set)
@@ -171,7 +171,7 @@ def _trained_lm(args: argparse.Namespace, run_dir: str):
 
 
 def cmd_cbt_lm(args: argparse.Namespace) -> int:
-    from memread.cbt_lm import evaluate_cbt_file
+    from memread.tools.cbt_lm import evaluate_cbt_file
 
     _, task, model = _trained_lm(args, args.run_dir)
     for path in args.files:
@@ -181,7 +181,7 @@ def cmd_cbt_lm(args: argparse.Namespace) -> int:
 
 
 def cmd_attention_span(args: argparse.Namespace) -> int:
-    from memread.attention_span import (attention_by_position, document_attention, document_png, position_png,
+    from memread.tools.attention_span import (attention_by_position, document_attention, document_png, position_png,
                                         position_table)
 
     out = Path(args.out)
@@ -207,7 +207,7 @@ def cmd_attention_span(args: argparse.Namespace) -> int:
 
 
 def cmd_curves(args: argparse.Namespace) -> int:
-    from memread.curves import curves_png, curves_table, read_curve
+    from memread.tools.curves import curves_png, curves_table, read_curve
 
     curves = [read_curve(Path(r), args.metric) for r in args.run_dirs]
     print(curves_table(curves))
@@ -271,7 +271,7 @@ def cmd_bleu(args: argparse.Namespace) -> int:
 
 def cmd_ensemble(args: argparse.Namespace) -> int:
     from memread.data.root import data_root
-    from memread.ensemble import ensemble
+    from memread.tools.ensemble import ensemble
 
     print(json.dumps(ensemble([Path(r) for r in args.run_dirs], data_root(args.data_root), args.split, args.checkpoint,
                               args.batch_size)))
@@ -280,7 +280,7 @@ def cmd_ensemble(args: argparse.Namespace) -> int:
 
 def cmd_picture(args: argparse.Namespace) -> int:
     from memread.data.root import data_root
-    from memread.picture import picture
+    from memread.tools.picture import picture
 
     out = Path(args.out) if args.out else Path(args.run_dir) / f"attention_{args.split}_{args.index}.png"
     print(json.dumps(picture(Path(args.run_dir), data_root(args.data_root), out, args.split, args.index, args.checkpoint)))
@@ -289,6 +289,7 @@ def cmd_picture(args: argparse.Namespace) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     from memread import __version__
+    from memread.bench import TOKEN_FLAGS  # torch-free: the token bench's defaults, which bench iaa/fusion check against
 
     parser = argparse.ArgumentParser(prog="memread", description="Memory-augmented neural readers.")
     parser.add_argument("--version", action="version", version=f"memread {__version__}")
@@ -318,12 +319,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("bench", help="training tokens/s of a reader against torch's fused nn.LSTM")
     p.add_argument("reader")
-    p.add_argument("--batch", type=int, default=32)
-    p.add_argument("--steps", type=int, default=35, help="sequence length (time steps)")
-    p.add_argument("--emb", type=int, default=150)
-    p.add_argument("--hidden", type=int, default=300)
-    p.add_argument("--vocab", type=int, default=0, help="0: reader alone; N: whole LM with an N-word softmax")
-    p.add_argument("--repeats", type=int, default=30)
+    p.add_argument("--batch", type=int, default=TOKEN_FLAGS["batch"])
+    p.add_argument("--steps", type=int, default=TOKEN_FLAGS["steps"], help="sequence length (time steps)")
+    p.add_argument("--emb", type=int, default=TOKEN_FLAGS["emb"])
+    p.add_argument("--hidden", type=int, default=TOKEN_FLAGS["hidden"])
+    p.add_argument("--vocab", type=int, default=TOKEN_FLAGS["vocab"], help="0: reader alone; N: whole LM with an N-word softmax")
+    p.add_argument("--repeats", type=int, default=TOKEN_FLAGS["repeats"])
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="reader config value")
     p.add_argument("--match-params", action="store_true",
                    help="choose the reader's hidden size so its model (the LM with --vocab) has the LSTM's parameter count")

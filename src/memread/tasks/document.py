@@ -49,7 +49,7 @@ import torch
 from torch import Tensor, nn
 from torch.utils.checkpoint import checkpoint
 
-from memread.config import from_dict
+from memread.typed import from_dict
 from memread.data.batching import Batches
 from memread.data.documents import ACL_IMDB_FILE, ACL_IMDB_RATINGS, Document, dev_split, read_acl_imdb, read_tang
 from memread.data.vocab import Vocab

@@ -13,19 +13,18 @@ LM with ``vocab``, else the reader alone) has the parameter count nearest the LS
 
 from __future__ import annotations
 
-import statistics
 import typing
-import time
 from dataclasses import fields
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from memread.config import parse_settings
+from memread.bench import median_step_times
 from memread.errors import MemreadError
 from memread.modules.output import VocabularyProjection
 from memread.readers import READERS, build_reader
+from memread.typed import parse_settings
 
 
 class _LSTMReference(nn.Module):
@@ -81,34 +80,6 @@ class _Step:
             states = out if torch.is_tensor(out) else out.states
             loss = (states @ self.proj).mean()
         loss.backward()
-
-
-def median_step_times(a, b, repeats: int, warmup: int) -> tuple[float, float]:
-    """Median seconds of the calls ``a()`` and ``b()``, run interleaved A B / B A (so a drift in the
-    machine's speed hits both alike) after ``warmup`` untimed calls of each."""
-    for _ in range(warmup):
-        a()
-        b()
-    times: tuple[list[float], list[float]] = ([], [])
-    pairs = ((a, times[0]), (b, times[1]))
-    for r in range(repeats):
-        for fn, ts in pairs if r % 2 == 0 else pairs[::-1]:
-            t0 = time.perf_counter()
-            fn()
-            ts.append(time.perf_counter() - t0)
-    return statistics.median(times[0]), statistics.median(times[1])
-
-
-def reject_size_flags(args, command: str, hint: str) -> None:
-    """``memread bench iaa`` / ``lstmn-deep-fusion`` take their sizes from ``--set``: refuse the token
-    reader's size flags rather than ignore them."""
-    from memread.cli import build_parser
-
-    defaults = build_parser().parse_args(["bench", command])
-    changed = ["--" + k.replace("_", "-") for k in ("steps", "emb", "hidden", "vocab", "repeats", "match_params")
-               if hasattr(args, k) and getattr(args, k) != getattr(defaults, k)]
-    if changed:
-        raise MemreadError(f"bench {command} takes its sizes from --set ({hint}), not {', '.join(changed)}")
 
 
 def bench(name: str, batch: int = 32, steps: int = 35, emb: int = 150, hidden: int = 300, vocab: int = 0,

@@ -49,7 +49,7 @@ def draw(words: list[str], weights: torch.Tensor, path: Path, title: str) -> Pat
     import matplotlib.pyplot as plt
     from matplotlib.patches import Arc
 
-    from memread.viz import heatmap_on, save  # sets the Agg backend
+    from memread.tools.viz import heatmap_on, save  # sets the Agg backend
 
     w = weights.numpy()
     n = len(words)

@@ -19,10 +19,10 @@ import time
 import torch
 
 from memread.bench import reject_size_flags
-from memread.config import parse_settings
 from memread.data.cbt import BLANK, ClozeExample
 from memread.readers.rnn import RNNReaderConfig
 from memread.tasks.cloze import ClozeTask, ClozeTaskConfig, padding_fraction
+from memread.typed import parse_settings
 
 
 def synthetic_questions(n: int, doc_len: int, query_len: int, vocab: int, seed: int) -> list[ClozeExample]:

@@ -149,7 +149,7 @@ def curves_table(curves: Sequence[Curve]) -> str:
 
 def curves_png(curves: Sequence[Curve], path: Path, title: str = "", log_y: bool = False) -> Path:
     """One line per run, its best evaluation ringed, returns to the best weights marked x, lr changes |."""
-    from memread.viz import plt, save
+    from memread.tools.viz import plt, save
 
     fig, ax = plt.subplots(figsize=(7.5, 4.5))
     for c in curves:

@@ -25,7 +25,7 @@ from memread.data.cbt import BLANK
 from memread.experiment import final_evaluation, load_trained, start_run
 from memread.readers.rnn import RNNReaderConfig
 from memread.tasks.cloze import ClozeTaskConfig
-from memread.viz import document_attention
+from memread.tools.viz import document_attention
 
 ROWS = {"baseline": "final_state", "memory": "pointer"}
 LABELS = {"baseline": "LSTM, answers from its final state (memoryless baseline)",

@@ -50,7 +50,7 @@ def draw(trace: dict, path: Path, title: str = "") -> Path:
     import matplotlib.pyplot as plt
     import numpy as np
 
-    from memread.viz import save  # sets the Agg backend
+    from memread.tools.viz import save  # sets the Agg backend
 
     doc = np.asarray(trace["doc_attention"], dtype=float)  # (T, Td)
     query = None if trace["query_attention"] is None else np.asarray(trace["query_attention"], dtype=float)

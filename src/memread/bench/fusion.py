@@ -1,5 +1,5 @@
 """Training throughput of the LSTMN deep-fusion decoder (:mod:`memread.readers.lstmn_fusion`) against an
-LSTM decoder with RNNSearch attention, measured in one process as :mod:`memread.bench` does.
+LSTM decoder with RNNSearch attention, measured in one process as :mod:`memread.bench.readers` does.
 
 Both decoders read the same random target (B, T, E) teacher-forced, conditioned on the same random
 source tapes (B, S, H) (hidden tape Y and, for deep fusion, memory tape A) with a padding-free source
@@ -24,10 +24,10 @@ import torch
 from torch import Tensor, nn
 
 from memread.bench import median_step_times, reject_size_flags
-from memread.config import parse_settings
 from memread.errors import MemreadError
 from memread.modules.attention import AdditiveAttention
 from memread.readers.lstmn_fusion import FusionConfig, LSTMNFusionDecoder
+from memread.typed import parse_settings
 
 
 class AttentionLSTMDecoder(nn.Module):

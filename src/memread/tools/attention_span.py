@@ -92,7 +92,7 @@ def position_table(rows: dict[str, dict]) -> str:
 
 
 def position_png(rows: dict[str, dict], path: Path) -> Path:
-    from memread.viz import attention_heatmap
+    from memread.tools.viz import attention_heatmap
 
     L = max(r["window"] for r in rows.values())
     weights = [[0.0] * (L - r["window"]) + list(r["weights"]) for r in rows.values()]
@@ -121,7 +121,7 @@ def document_attention(model: torch.nn.Module, task: Any, split: str = "test", d
 
 
 def document_png(words: Sequence[str], weights: Tensor, path: Path, title: str = "") -> Path:
-    from memread.viz import attention_heatmap
+    from memread.tools.viz import attention_heatmap
 
     L = weights.size(1)
     rows = [f"{t}: {w}" for t, w in enumerate(words)]
