@@ -1,7 +1,7 @@
 """Peak memory and speed of one training step of the hierarchical document models (NSE section 4.4).
 
 For each of ``configs/imdb/{nse-nse,nse-lstm,lstm-lstm}.toml``, with and without sentence-level
-checkpointing (``task.checkpoint_sentences``), one training step (forward, backward, Adam step) on a
+checkpointing (``head.checkpoint_sentences``), one training step (forward, backward, Adam step) on a
 batch of 32 synthetic documents of real size:
 
 - ``typical``: 13 sentences per document (aclImdb's mean after our splitter is 13.4, median 11),
@@ -18,7 +18,7 @@ Prints one JSON line per run::
     OMP_NUM_THREADS=1 python benchmarks/document_memory.py [--sizes typical long] [--configs nse-nse]
         [--chunk 64] [--device cpu]
 
-``--chunk`` sets ``task.sentence_chunk`` (sentences per sentence-reader call and per checkpoint): with
+``--chunk`` sets ``head.sentence_chunk`` (sentences per sentence-reader call and per checkpoint): with
 checkpointing the peak holds one chunk's NSE tapes, about chunk * (W + 1) * W * k * 4 bytes for the
 longest sentences (W words), so smaller chunks save memory and cost Python steps.
 """
@@ -55,31 +55,35 @@ def current_rss() -> int:
 
 def run_one(config: str, checkpoint: bool, size: str, device: str, chunk: int = 0) -> dict:
     from memread.config import load_experiment
+    from memread.criteria.document import RatingCriterion
+    from memread.data.pipelines.document import pad_documents
+    from memread.heads.hierarchical import HierarchicalClassifier
     from memread.readers import build_reader
-    from memread.tasks.document import HierarchicalClassifier, pad_documents
 
     cfg = load_experiment(REPO / "configs" / "imdb" / f"{config}.toml",
-                          [f"task.checkpoint_sentences={str(checkpoint).lower()}"]
-                          + ([f"task.sentence_chunk={chunk}"] if chunk else []))
-    t = cfg.task
+                          [f"head.checkpoint_sentences={str(checkpoint).lower()}"]
+                          + ([f"head.sentence_chunk={chunk}"] if chunk else []))
+    t = cfg.head
+    ratings = [1, 2, 3, 4, 7, 8, 9, 10]
     torch.manual_seed(0)
     sent = build_reader(cfg.reader, t.emb)
     doc = build_reader(t.doc_reader_config(), sent.output_size)
-    model = HierarchicalClassifier(VOCAB, t, sent, doc, 0, [1, 2, 3, 4, 7, 8, 9, 10]).to(device)
+    model = HierarchicalClassifier(VOCAB, t, sent, doc, 0, len(ratings)).to(device)
+    criterion = RatingCriterion(ratings)
     opt = torch.optim.Adam([p for p in model.parameters() if p.requires_grad], lr=cfg.train.lr,
                            weight_decay=cfg.train.weight_decay)
     rng = random.Random(0)
-    docs = [[[rng.randrange(2, VOCAB) for _ in range(sentence_length(rng, t.max_words))]
+    docs = [[[rng.randrange(2, VOCAB) for _ in range(sentence_length(rng, cfg.data.max_words))]
              for _ in range(SIZES[size])] for _ in range(BATCH)]
     ids, mask, sent_mask = pad_documents(docs, 0)
     batch = {"ids": ids.to(device), "mask": mask.to(device), "sent_mask": sent_mask.to(device),
-             "label": torch.tensor([rng.randrange(8) for _ in docs], device=device)}
+             "label": torch.tensor([rng.randrange(len(ratings)) for _ in docs], device=device)}
     words = int(mask.sum())
     model.train()
 
     def step():
         opt.zero_grad(set_to_none=True)
-        model(batch).loss.backward()
+        criterion(model(batch), batch).value.backward()
         opt.step()
         if device == "cuda":
             torch.cuda.synchronize()

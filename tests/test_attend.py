@@ -12,13 +12,14 @@ from memread.errors import MemreadError
 from memread.experiment import load_trained, start_run
 from memread.readers.lstmn import LSTMNConfig
 from memread.readers.rnn import RNNReaderConfig
-from memread.tasks.language_model import LMTaskConfig
+from memread.criteria.lm import LMNLLConfig
+from memread.data.pipelines.lm import StoriesTextConfig
+from memread.heads.lm import LMHeadConfig
 
 
 def tiny_run(tmp_path, reader, name):
     cfg = ExperimentConfig(
-        task=LMTaskConfig(dataset="stories", stories=20, bptt=12, emb=8),
-        reader=reader,
+        data=StoriesTextConfig(stories=20, bptt=12), reader=reader, head=LMHeadConfig(emb=8), criterion=LMNLLConfig(),
         train=TrainConfig(batch_size=8, eval_batch_size=8, epochs=1, max_steps=3, progress=False, log_every=100),
     )
     run_dir = tmp_path / name

@@ -25,10 +25,11 @@ def assert_one_line_error(result, *fragments):
 
 
 LM_CONFIG = """
-[task]
-name = "lm"
-dataset = "ptb"
+[data]
+name = "ptb"
 bptt = 5
+[head]
+name = "lm"
 emb = 8
 [reader]
 name = "lstm"

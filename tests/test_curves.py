@@ -1,16 +1,19 @@
 """`memread curves`: the validation metric of runs by epoch, read from their metrics.jsonl."""
 
+import dataclasses
 import json
 
 import pytest
 
 from memread.cli import main
 from memread.config import ExperimentConfig, TrainConfig
+from memread.criteria.lm import LMNLLConfig
+from memread.data.pipelines.lm import StoriesTextConfig
+from memread.heads.lm import LMHeadConfig
 from memread.tools.curves import curves_png, curves_table, read_curve
 from memread.errors import MemreadError
 from memread.experiment import final_evaluation, start_run
 from memread.readers.rnn import RNNReaderConfig
-from memread.tasks.language_model import LMTaskConfig
 
 
 def write_log(run_dir, records):
@@ -63,8 +66,8 @@ def test_table_aligns_runs_with_different_evaluation_points(tmp_path):
 
 
 def test_a_real_run_logs_epochs_done_and_its_selection_metric(tmp_path, one_thread):
-    cfg = ExperimentConfig(task=LMTaskConfig(dataset="stories", stories=200, bptt=12, emb=16),
-                           reader=RNNReaderConfig(hidden=16),
+    cfg = ExperimentConfig(data=StoriesTextConfig(stories=200, bptt=12), reader=RNNReaderConfig(hidden=16),
+                           head=LMHeadConfig(emb=16), criterion=LMNLLConfig(),
                            train=TrainConfig(progress=False, optimizer="adam", lr=1e-2, batch_size=8, epochs=2,
                                              evals_per_epoch=2, log_every=1000))
     trainer = start_run(cfg, tmp_path / "run", tmp_path)
@@ -78,8 +81,7 @@ def test_a_real_run_logs_epochs_done_and_its_selection_metric(tmp_path, one_thre
     assert read_curve(tmp_path / "run").test == pytest.approx(final["test"]["ppl"])
     assert curves_table([read_curve(tmp_path / "run")]).splitlines()[1].split()[-1] == f"{final['test']['ppl']:.2f}"
     # a run capped inside its first epoch ends at a fraction of it
-    capped = start_run(ExperimentConfig(task=cfg.task, reader=cfg.reader,
-                                        train=TrainConfig(progress=False, batch_size=8, max_steps=3, log_every=1000)),
+    capped = start_run(dataclasses.replace(cfg, train=TrainConfig(progress=False, batch_size=8, max_steps=3, log_every=1000)),
                        tmp_path / "capped", tmp_path)
     capped.fit()
     assert read_curve(tmp_path / "capped").epochs == pytest.approx([3 / capped.epoch_batches])

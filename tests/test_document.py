@@ -1,6 +1,6 @@
 """Document-level sentiment (NSE section 4.4): the Tang et al. and aclImdb readers, sentence splitting,
-bucketing by sentence count, masking at both levels, checkpointing, the metrics, and that tiny
-hierarchical models learn."""
+bucketing by sentence count, masking at both levels, checkpointing, the metrics, the earlier [task]
+form, and that tiny hierarchical models learn."""
 
 from __future__ import annotations
 
@@ -8,18 +8,22 @@ import dataclasses
 import io
 import random
 import tarfile
+import tomllib
 from collections import Counter
 
 import pytest
 import torch
 
-from memread.config import TrainConfig, load_experiment
+from memread.config import ExperimentConfig, TrainConfig, apply_overrides, experiment_from_dict, upgrade
+from memread.criteria.document import RatingConfig, rating_sq_error
+from memread.data.pipelines.document import DocumentPipeline, IMDBAclConfig, TangConfig, pad_documents
 from memread.data.documents import ACL_IMDB_FILE, Document, dev_split, read_acl_imdb, read_tang, split_document
 from memread.errors import MemreadError
+from memread.heads.hierarchical import HierarchicalHeadConfig
 from memread.readers.lstmn import LSTMNConfig
 from memread.readers.nse import NSEConfig
 from memread.readers.rnn import RNNReaderConfig
-from memread.tasks.document import DocumentTask, DocumentTaskConfig, pad_documents, rating_sq_error
+from memread.tasks import Task
 
 READERS = {"nse": lambda h: NSEConfig(hidden=h), "lstm": lambda h: RNNReaderConfig(hidden=h),
            "lstmn": lambda h: LSTMNConfig(hidden=h)}
@@ -113,12 +117,12 @@ def test_acl_imdb_reader_on_a_tiny_archive(tmp_path):
 def test_acl_imdb_task_reads_the_archive_under_the_data_root(tmp_path):
     (tmp_path / ACL_IMDB_FILE).parent.mkdir(parents=True)
     write_acl_tar(tmp_path / ACL_IMDB_FILE, tiny_reviews())
-    task = DocumentTask(DocumentTaskConfig(emb=4, dev_fraction=0.25), tmp_path)
+    task = DocumentPipeline(IMDBAclConfig(dev_fraction=0.25), tmp_path)
     assert [len(task.documents(s)) for s in ("train", "valid", "test")] == [30, 10, 40]
     assert task.class_values == [1.0, 2.0, 3.0, 4.0, 7.0, 8.0, 9.0, 10.0]
     labels = {task.label(doc) for doc in task.documents("train")}
     assert labels <= set(range(8))
-    polar = DocumentTask(DocumentTaskConfig(emb=4, labels="polarity"), tmp_path)
+    polar = DocumentPipeline(IMDBAclConfig(labels="polarity"), tmp_path)
     assert all(polar.label(doc) == ("/pos/" in doc.id) for doc in polar.documents("test"))
 
 
@@ -153,14 +157,21 @@ def toy_docs(n: int, seed: int, ratings=(1, 2, 4, 5)) -> list[Document]:
     return docs
 
 
-def toy_task(tmp_path, n=60, **cfg) -> DocumentTask:
+def toy_data(tmp_path, n=60, **cfg) -> DocumentPipeline:
     docs = {"train": toy_docs(n, 0), "valid": toy_docs(20, 1), "test": toy_docs(20, 2)}
-    cfg = {"dataset": "tang", "emb": 8, "doc_hidden": 8, "dropout": 0.0, "doc_dropout": 0.0, **cfg}
-    return DocumentTask(DocumentTaskConfig(**cfg), tmp_path, documents=docs)
+    return DocumentPipeline(TangConfig(**cfg), tmp_path, documents=docs)
+
+
+def toy_task(tmp_path, n=60, data=None, reader=None, **head) -> Task:
+    """The hierarchical head (``head`` keys) over the toy documents (``data`` keys), a sentence LSTM of 8."""
+    head = {"emb": 8, "doc_hidden": 8, "dropout": 0.0, "doc_dropout": 0.0, **head}
+    cfg = ExperimentConfig(data=TangConfig(**(data or {})), reader=reader or RNNReaderConfig(hidden=8),
+                           head=HierarchicalHeadConfig(**head), criterion=RatingConfig())
+    return Task(cfg, tmp_path, data=toy_data(tmp_path, n, **(data or {})))
 
 
 def test_bucketing_by_sentence_count_shuffled_per_seed_and_epoch(tmp_path):
-    task = toy_task(tmp_path, n=80)
+    task = toy_data(tmp_path, n=80)
     counts = [len(d.sentences) for d in task.documents("train")]
     order = lambda epoch, seed=3: task.batches("train", 4, epoch, seed).groups  # noqa: E731
     groups = order(0)
@@ -171,7 +182,7 @@ def test_bucketing_by_sentence_count_shuffled_per_seed_and_epoch(tmp_path):
     for i in range(len(batches)):
         b = batches[i]
         assert bool(b["sent_mask"].all())  # one bucket: no padded sentence
-        assert b["ids"].shape[1] == counts[groups[i][0]] and b["epoch"] == 0
+        assert b["ids"].shape[1] == counts[groups[i][0]] and "epoch" not in b  # the loop calls set_epoch
     ev = task.batches("valid", 4).groups
     ev_counts = [len(d.sentences) for d in task.documents("valid")]
     assert all(len({ev_counts[i] for i in g}) == 1 for g in ev)
@@ -179,7 +190,7 @@ def test_bucketing_by_sentence_count_shuffled_per_seed_and_epoch(tmp_path):
 
 
 def test_caps_on_words_and_sentences(tmp_path):
-    task = toy_task(tmp_path, max_words=2, max_sentences=2)
+    task = toy_data(tmp_path, max_words=2, max_sentences=2)
     enc = task.encoded("train")
     assert max(len(d) for d, _ in enc) == 2 and max(len(s) for d, _ in enc for s in d) == 2
 
@@ -190,18 +201,18 @@ def test_mse_of_the_argmax_rating_and_accuracy(tmp_path):
     logits[0, 7], logits[1, 2], logits[2, 0] = 1.0, 1.0, 1.0  # predicted ratings 10, 3, 1
     labels = torch.tensor([5, 2, 3])  # gold ratings 8, 3, 4
     assert float(rating_sq_error(logits, labels, values)) == (10 - 8) ** 2 + 0 + (1 - 4) ** 2
-    task = toy_task(tmp_path)
-    metrics = task.summarize({"correct": 1.0, "count": 3.0, "sq_err": 13.0, "nll": 3.0})
+    criterion = toy_task(tmp_path).build_criterion(None)
+    assert criterion.selection_metric == "accuracy" and criterion.higher_is_better
+    metrics = criterion.summarize({"correct": 1.0, "count": 3.0, "sq_err": 13.0, "nll": 3.0})
     assert metrics["accuracy"] == pytest.approx(1 / 3) and metrics["mse"] == pytest.approx(13 / 3)
 
 
 def test_tang_polarity_drops_the_middle_rating(fixtures):
-    cfg = DocumentTaskConfig(dataset="tang", labels="polarity", emb=4, tang_train="tang/train.ss",
-                             tang_valid="tang/dev.ss", tang_test="tang/test.ss")
-    task = DocumentTask(cfg, fixtures)
+    cfg = TangConfig(labels="polarity", tang_train="tang/train.ss", tang_valid="tang/dev.ss", tang_test="tang/test.ss")
+    task = DocumentPipeline(cfg, fixtures)
     assert task.ratings == [1, 2, 3, 4, 5] and task.class_values == [0.0, 1.0]
     assert [task.label(d) for d in task.documents("train")] == [1, 0, 1, 0]  # the rating-3 doc is gone
-    stars = DocumentTask(dataclasses.replace(cfg, labels="stars"), fixtures)
+    stars = DocumentPipeline(dataclasses.replace(cfg, labels="stars"), fixtures)
     assert [stars.label(d) for d in stars.documents("train")] == [4, 0, 2, 3, 1]
 
 
@@ -209,16 +220,17 @@ def test_tang_polarity_drops_the_middle_rating(fixtures):
 
 
 def float64_model(task, sent, doc, seed=0):
-    task.cfg = dataclasses.replace(task.cfg, doc_reader=doc, doc_hidden=6)
-    torch.manual_seed(seed)
-    return task.build_model(READERS[sent](6)).double()
+    """``task``'s head with a ``sent`` sentence reader and a ``doc`` document reader, both 6 wide, seeded."""
+    cfg = dataclasses.replace(task.cfg, reader=READERS[sent](6),
+                              head=dataclasses.replace(task.cfg.head, doc_reader=doc, doc_hidden=6))
+    return Task(cfg, task.data.data_root, data=task.data).build_model(seed).double()
 
 
 @pytest.mark.parametrize("sent, doc", [("nse", "nse"), ("nse", "lstm"), ("lstm", "lstm"), ("lstmn", "nse")])
 def test_padding_at_both_levels_is_masked(tmp_path, sent, doc):
     task = toy_task(tmp_path, sentence_chunk=3, pool="mean")
     model = float64_model(task, sent, doc).eval()
-    enc = task.encoded("train")[:6]  # documents of 1-4 sentences of 2-7 words
+    enc = task.data.encoded("train")[:6]  # documents of 1-4 sentences of 2-7 words
     assert len({len(d) for d, _ in enc}) > 1
 
     def logits(items):
@@ -243,9 +255,9 @@ def test_checkpointed_sentence_reader_gives_the_same_loss_and_gradients(tmp_path
         model.train()
         batch = task.batches("train", 16, 0, 0)[0]
         torch.manual_seed(11)
-        out = model(batch)
-        out.loss.backward()
-        grads[ckpt] = (out.loss.detach(), {n: p.grad for n, p in model.named_parameters() if p.requires_grad})
+        loss = task.build_criterion(model)(model(batch), batch).value
+        loss.backward()
+        grads[ckpt] = (loss.detach(), {n: p.grad for n, p in model.named_parameters() if p.requires_grad})
     (loss0, g0), (loss1, g1) = grads[False], grads[True]
     torch.testing.assert_close(loss0, loss1, rtol=1e-12, atol=1e-12)
     assert g0.keys() == g1.keys()
@@ -255,44 +267,68 @@ def test_checkpointed_sentence_reader_gives_the_same_loss_and_gradients(tmp_path
 
 
 def test_a_tiny_hierarchical_model_learns(tmp_path):
-    task = toy_task(tmp_path, n=96, labels="polarity", sentence_chunk=64)
-    torch.manual_seed(0)
-    model = task.build_model(NSEConfig(hidden=8))
+    task = toy_task(tmp_path, n=96, data={"labels": "polarity"}, reader=NSEConfig(hidden=8), sentence_chunk=64)
+    model = task.build_model(0)
+    criterion = task.build_criterion(model)
     opt = torch.optim.Adam(model.parameters(), lr=0.03)
     for epoch in range(15):
         model.train()
         for batch in task.batches("train", 16, epoch, 0):
             opt.zero_grad()
-            model(batch).loss.backward()
+            criterion(model(batch), batch).value.backward()
             opt.step()
     model.eval()
     stats = Counter()
     with torch.no_grad():
         for batch in task.batches("valid", 16):
-            stats.update({k: float(v) for k, v in model(batch).stats.items()})
-    metrics = task.summarize(dict(stats))
+            stats.update({k: float(v) for k, v in criterion(model(batch), batch).stats.items()})
+    metrics = criterion.summarize(dict(stats))
     assert metrics["accuracy"] >= 0.9 and metrics["mse"] <= 0.1
 
 
 def test_trains_end_to_end_on_tang_fixtures_with_the_loop(fixtures, tmp_path):
     from memread.experiment import final_evaluation, start_run
 
-    cfg = load_experiment(fixtures.parent.parent / "configs" / "imdb" / "nse-lstm.toml",
-                          ["task.dataset=tang", "task.vectors=", "task.emb=6", "task.tang_train=tang/train.ss",
-                           "task.tang_valid=tang/dev.ss", "task.tang_test=tang/test.ss", "reader.hidden=6",
-                           "task.doc_hidden=6", "train.epochs=2", "train.batch_size=2", "train.progress=false",
-                           "task.freeze=false"])
-    assert isinstance(cfg.train, TrainConfig) and cfg.task.doc_reader == "lstm"
+    path = fixtures.parent.parent / "configs" / "imdb" / "nse-lstm.toml"  # the earlier [task] form
+    raw = upgrade(tomllib.loads(path.read_text(encoding="utf-8")), str(path))
+    assert raw["data"]["name"] == "imdb-acl" and raw["head"]["name"] == "hierarchical"
+    data = {k: v for k, v in raw["data"].items() if k != "dev_fraction"}  # aclImdb's own key
+    raw["data"] = {**data, "name": "tang", "vectors": "", "tang_train": "tang/train.ss", "tang_valid": "tang/dev.ss",
+                   "tang_test": "tang/test.ss"}
+    raw = apply_overrides(raw, ["head.emb=6", "reader.hidden=6", "head.doc_hidden=6", "train.epochs=2",
+                                "train.batch_size=2", "train.progress=false", "head.freeze=false"])
+    cfg = experiment_from_dict(raw, str(path))
+    assert isinstance(cfg.train, TrainConfig) and cfg.head.doc_reader == "lstm" and cfg.criterion.name == "rating"
     start_run(cfg, tmp_path / "run", fixtures).fit()
     result = final_evaluation(tmp_path / "run", fixtures)
     assert set(result["test"]) == {"accuracy", "mse", "nll", "count"} and result["test"]["count"] == 2
 
 
 def test_config_rejects_unknown_doc_reader():
-    with pytest.raises(MemreadError, match="task.doc_reader"):
-        DocumentTaskConfig(doc_reader="transformer")
-    with pytest.raises(MemreadError, match="task.dropout"):
-        DocumentTaskConfig(dropout=1.5)
+    with pytest.raises(MemreadError, match="head.doc_reader"):
+        HierarchicalHeadConfig(doc_reader="transformer")
+    with pytest.raises(MemreadError, match="head.dropout"):
+        HierarchicalHeadConfig(dropout=1.5)
+    with pytest.raises(MemreadError, match="data.dev_fraction"):
+        IMDBAclConfig(dev_fraction=1.0)
+
+
+def test_the_earlier_task_form_is_routed_and_keys_that_do_not_apply_are_refused():
+    task = {"name": "document", "dataset": "tang", "tang_train": "a.ss", "emb": 6, "doc_reader": "nse",
+            "dev_fraction": 0.1, "checkpoint_sentences": True}  # dev_fraction at its default: dropped
+    raw = upgrade({"task": task, "reader": {"name": "nse", "hidden": 6}}, "old.toml")
+    assert raw["data"] == {"name": "tang", "tang_train": "a.ss"} and raw["criterion"] == {"name": "rating"}
+    assert raw["head"] == {"name": "hierarchical", "emb": 6, "doc_reader": "nse", "checkpoint_sentences": True}
+    cfg = experiment_from_dict(raw, "old.toml")
+    assert cfg.task == "document" and cfg.head.doc_reader_config().hidden == 100
+    with pytest.raises(MemreadError, match=r"old.toml: key 'task.dev_fraction' does not apply"):
+        upgrade({"task": {**task, "dev_fraction": 0.2}}, "old.toml")
+    with pytest.raises(MemreadError, match=r"old.toml: unknown key 'task.bptt'"):
+        upgrade({"task": {**task, "bptt": 35}}, "old.toml")
+    with pytest.raises(MemreadError, match=r"'task.dataset' must be one of \['imdb-acl', 'tang'\]"):
+        upgrade({"task": {**task, "dataset": "yelp"}}, "old.toml")
+    with pytest.raises(MemreadError, match=r"unknown key 'data.dev_fraction'"):
+        experiment_from_dict({**raw, "data": {"name": "tang", "dev_fraction": 0.2}}, "new.toml")
 
 
 # ----------------------------------------------------------------------------- real data
@@ -312,21 +348,24 @@ def test_real_acl_imdb(real_data):
 
     # a few training steps on a slice: the loss on a fixed batch goes down
     docs = {"train": corpus["train"][::250], "valid": corpus["train"][1::500], "test": corpus["test"][::500]}
-    task = DocumentTask(DocumentTaskConfig(emb=16, doc_hidden=16, max_words=30, max_sentences=8,
-                                           checkpoint_sentences=True), root, documents=docs)
-    torch.manual_seed(0)
-    model = task.build_model(NSEConfig(hidden=16))
+    data = DocumentPipeline(IMDBAclConfig(max_words=30, max_sentences=8), root, documents=docs)
+    cfg = ExperimentConfig(data=data.cfg, reader=NSEConfig(hidden=16), criterion=RatingConfig(),
+                           head=HierarchicalHeadConfig(emb=16, doc_hidden=16, checkpoint_sentences=True))
+    task = Task(cfg, root, data=data)
+    model = task.build_model(0)
+    criterion = task.build_criterion(model)
     batches = task.batches("train", 8, 0, 0)
     batch = max((batches[i] for i in range(len(batches))), key=lambda b: len(b["label"]))
+    loss = lambda: criterion(model(batch), batch).value  # noqa: E731  on the fixed batch
     opt = torch.optim.Adam(model.parameters(), lr=0.01)
     model.eval()
     with torch.no_grad():
-        before = float(model(batch).loss)
+        before = float(loss())
     model.train()
     for _ in range(8):
         opt.zero_grad()
-        model(batch).loss.backward()
+        loss().backward()
         opt.step()
     model.eval()
     with torch.no_grad():
-        assert float(model(batch).loss) < before - 0.1
+        assert float(loss()) < before - 0.1

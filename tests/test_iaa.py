@@ -13,8 +13,10 @@ import pytest
 import torch
 
 from memread.cli import main
-from memread.config import ExperimentConfig, TrainConfig
+from memread.config import ExperimentConfig, TrainConfig, experiment_from_dict
+from memread.criteria.cloze import ClozeNLLConfig
 from memread.data.cbt import ClozeExample
+from memread.data.pipelines.cloze import BabiClozeConfig, ClozeFilesConfig, ClozePipeline, StoriesClozeConfig
 from memread.tools.ensemble import answer_distributions, ensemble
 from memread.errors import MemreadError
 from memread.experiment import load_trained, start_run
@@ -24,17 +26,30 @@ from memread.modules.memory_reads import MemoryReads
 from memread.modules.pointer_sum import candidate_log_probs, occurrences, pointer_sum
 from memread.readers.as_reader import AttentionSumReader
 from memread.readers.birnn import BiRNNReader, reversal_index
-from memread.readers.iaa import IAAConfig, IterativeAlternatingAttention
+from memread.heads import HEADS
+from memread.heads.cloze import ASReaderHeadConfig, IAAHeadConfig
+from memread.readers.iaa import IterativeAlternatingAttention
 from memread.readers.rnn import RNNReader, RNNReaderConfig
 from memread.data.batching import length_buckets
-from memread.tasks.cloze import ClozeTask, ClozeTaskConfig, cloze_batches
+from memread.tasks import Task
 
 BIGRU = RNNReaderConfig(name="gru", hidden=6, bidirectional=True)
 
 
-def stories_task(head="iaa", n=40, **options) -> ClozeTask:
-    cfg = ClozeTaskConfig(head=head, stories=n, emb=8, **options)
-    return ClozeTask(cfg, ".")
+def cloze_task(head="iaa", data=None, root=".", examples=None, emb_l2=0.0, **options) -> Task:
+    """A cloze task (data + BIGRU + head + cloze_nll); ``options`` go to the head's config."""
+    data = data if data is not None else StoriesClozeConfig(stories=40)
+    cfg = ExperimentConfig(data=data, reader=BIGRU, head=HEADS[head].Config(**{"emb": 8, **options}),
+                           criterion=ClozeNLLConfig(emb_l2=emb_l2))
+    return Task(cfg, root, data=ClozePipeline(data, root, examples=examples))
+
+
+def stories_task(head="iaa", n=40, bucket=0, **options) -> Task:
+    return cloze_task(head, StoriesClozeConfig(stories=n, bucket=bucket), **options)
+
+
+def loss_of(task: Task, model, batch):
+    return task.build_criterion(model)(model(batch), batch)
 
 
 # ----------------------------------------------------------------------------- pointer-sum
@@ -56,7 +71,7 @@ def test_pointer_sum_hand_checked_with_a_repeated_candidate():
 def test_pointer_sum_tells_apart_words_the_vocabulary_does_not_know():
     train = [ClozeExample([["Anna", "met", "Boris", "."]], ["XXXXX", "met", "Boris"], "Anna", ["Anna", "Boris"])]
     test = [ClozeExample([["Zed", "met", "Yul", "and", "Zed", "."]], ["XXXXX", "met", "Yul"], "Zed", ["Yul", "Zed"])]
-    task = ClozeTask(ClozeTaskConfig(head="iaa", emb=4), ".", examples={"train": train, "test": test})
+    task = cloze_task("iaa", emb=4, examples={"train": train, "test": test})
     batch = task.batches("test", 1)[0]
     assert batch["doc"][0, 0] == batch["doc"][0, 2] == task.vocab.unk_id  # both unknown to the vocabulary
     assert batch["doc_words"][0].tolist() == [0, 1, 2, 3, 0, 4] and batch["cand_words"][0].tolist() == [2, 0]
@@ -106,7 +121,7 @@ def naive_iaa(m: IterativeAlternatingAttention, q: torch.Tensor, d: torch.Tensor
 @pytest.mark.parametrize("fixed", [False, True])
 def test_batched_iaa_equals_the_naive_reference_on_a_padded_batch(fixed):
     torch.manual_seed(0)
-    m = IterativeAlternatingAttention(IAAConfig(steps=4, inference=5, gate_hidden=6, fixed_query=fixed), enc_size=4).double()
+    m = IterativeAlternatingAttention(IAAHeadConfig(steps=4, inference=5, gate_hidden=6, fixed_query=fixed), enc_size=4).double()
     for p in m.parameters():
         torch.nn.init.normal_(p, 0.0, 0.5)  # large enough that every term matters
     q_len, d_len = [3, 5, 1], [7, 4, 2]
@@ -149,7 +164,7 @@ def test_memory_reads_give_autograd_gradients():
 
 
 def test_gate_and_attention_shapes():
-    m = IterativeAlternatingAttention(IAAConfig(steps=2, inference=7, gate_hidden=0), enc_size=6)
+    m = IterativeAlternatingAttention(IAAHeadConfig(steps=2, inference=7, gate_hidden=0), enc_size=6)
     assert m.query_gate.hidden.in_features == 7 + 3 * 6 and m.query_gate.out.out_features == 6  # R^{s+6h} -> R^{2h}
     assert m.query_gate.hidden.out_features == 6  # gate_hidden 0 = 2h
     assert m.A_d.in_features == 7 + 6 and m.A_d.out_features == 6  # A_d in R^{2h x (s+2h)}
@@ -157,13 +172,12 @@ def test_gate_and_attention_shapes():
     assert m.gru.I.in_features == 12 and m.gru.hidden_size == 7
     r = m.doc_gate(torch.randn(3, 7 + 18))
     assert r.shape == (3, 6) and bool(((r > 0) & (r < 1)).all())
-    assert IterativeAlternatingAttention(IAAConfig(fixed_query=True), 6).A_q is None
+    assert IterativeAlternatingAttention(IAAHeadConfig(fixed_query=True), 6).A_q is None
 
 
 def test_fixed_query_attention_is_uniform_at_every_step():
     task = stories_task(fixed_query=True, steps=3, inference=8)
-    torch.manual_seed(0)
-    model = task.build_model(BIGRU).eval()
+    model = task.build_model(0).eval()
     batch = task.batches("valid", 4)[0]
     reading = model.read(batch, trace=True)
     lengths = batch["query_mask"].sum(1, keepdim=True).double()
@@ -178,9 +192,8 @@ def test_fixed_query_attention_is_uniform_at_every_step():
                                           ("as_reader", {}), ("iaa", dict(steps=3, inference=8, share_encoder=True))])
 def test_every_parameter_gets_a_gradient(head, options):
     task = stories_task(head, init="paper", **options)
-    torch.manual_seed(0)
-    model = task.build_model(BIGRU)
-    model(task.batches("train", 8)[0]).loss.backward()
+    model = task.build_model(0)
+    loss_of(task, model, task.batches("train", 8)[0]).value.backward()
     for name, p in model.named_parameters():
         assert p.grad is not None and p.grad.abs().sum() > 0, name
     assert (model.query_reader is None) == bool(options.get("share_encoder"))
@@ -189,14 +202,13 @@ def test_every_parameter_gets_a_gradient(head, options):
 @pytest.mark.parametrize("head", ["iaa", "as_reader"])
 def test_one_question_alone_equals_it_in_a_padded_batch(head):
     task = stories_task(head, steps=3, inference=8) if head == "iaa" else stories_task(head)
-    torch.manual_seed(0)
-    model = task.build_model(BIGRU).eval()
-    enc = task.encoded("valid")
+    model = task.build_model(0).eval()
+    enc = task.data.encoded("valid")
     order = sorted(range(len(enc)), key=lambda i: len(enc[i]["doc"]))
     group = [order[0], order[-1], order[len(order) // 2]]  # shortest among longer ones: padded
-    together = model(cloze_batches(enc, [group], task.vocab.pad_id)[0])
+    together = model(task.data.batches_of(enc, [group])[0])
     for row, i in enumerate(group):
-        alone = model(cloze_batches(enc, [[i]], task.vocab.pad_id)[0])
+        alone = model(task.data.batches_of(enc, [[i]])[0])
         n, c = len(enc[i]["doc"]), len(enc[i]["cands"])
         torch.testing.assert_close(together.logits[row, :c], alone.logits[0], rtol=1e-5, atol=1e-6)
         assert bool((together.logits[row, c:] == float("-inf")).all())
@@ -235,7 +247,7 @@ def test_as_reader_equals_its_equations():
 
 def test_paper_init_and_embedding_l2():
     task = stories_task("iaa", steps=2, inference=8, init="paper", emb_l2=1e-3)
-    model = task.build_model(BIGRU)
+    model = task.build_model()
     for name, p in model.named_parameters():
         if "bias" in name.rsplit(".", 1)[-1]:
             assert p.abs().sum() == 0, name
@@ -246,17 +258,62 @@ def test_paper_init_and_embedding_l2():
     torch.testing.assert_close(H @ H.T, torch.eye(8), atol=1e-5, rtol=0)
     assert 0.04 < model.iaa.A_d.weight.std() < 0.06
     assert model.embedding.weight[task.vocab.pad_id].abs().sum() == 0
-    out = model(task.batches("train", 8)[0])
-    nll = out.stats["nll"] / out.stats["count"]
-    assert out.loss.item() == pytest.approx(nll.item() + 1e-3 * model.embedding.weight.pow(2).sum().item(), rel=1e-5)
+    loss = loss_of(task, model, task.batches("train", 8)[0])
+    nll = loss.stats["nll"] / loss.stats["count"]
+    assert loss.value.item() == pytest.approx(nll.item() + 1e-3 * model.embedding.weight.pow(2).sum().item(), rel=1e-5)
 
 
 def test_config_rejects_options_of_another_head_or_dataset():
-    with pytest.raises(MemreadError, match="'task.steps' applies only to head = 'iaa'"):
-        ClozeTaskConfig(head="pointer", steps=3)
-    with pytest.raises(MemreadError, match="'task.babi_tasks' applies only to dataset = 'babi'"):
-        ClozeTaskConfig(babi_tasks=(1,))
-    assert ClozeTaskConfig(head="as_reader", share_encoder=True).share_encoder
+    def experiment(data=None, head=None, reader=None):
+        return experiment_from_dict({"data": data or {"name": "stories"}, "head": head or {"name": "pointer"},
+                                     "reader": reader or {"name": "gru"}}, "exp.toml")
+
+    def earlier(**task):  # the [task] form
+        return experiment_from_dict({"task": {"name": "cloze", **task}, "reader": {"name": "gru"}}, "exp.toml")
+
+    with pytest.raises(MemreadError, match="unknown key 'head.steps'"):
+        experiment(head={"name": "pointer", "steps": 3})
+    with pytest.raises(MemreadError, match="unknown key 'data.tasks'"):
+        experiment(data={"name": "stories", "tasks": [1]})
+    with pytest.raises(MemreadError, match="unknown key 'head.share_encoder'"):
+        experiment(head={"name": "final_state", "share_encoder": True})
+    with pytest.raises(MemreadError, match="'task.steps' does not apply"):
+        earlier(head="pointer", steps=3)
+    with pytest.raises(MemreadError, match="'task.babi_tasks' does not apply"):
+        earlier(babi_tasks=[1])
+    with pytest.raises(MemreadError, match="key 'head.steps' must be at least 1"):
+        experiment(head={"name": "iaa", "steps": 0})
+    with pytest.raises(MemreadError, match="head 'final_state' .* reader 'nse' carries no state"):
+        experiment(head={"name": "final_state"}, reader={"name": "nse"})
+    with pytest.raises(MemreadError, match=r"key 'data.tasks' holds bAbI task numbers 1-20, got \[1, 21\]"):
+        experiment(data={"name": "babi", "tasks": [1, 21]})
+    with pytest.raises(MemreadError, match="head 'lm' does not serve 'cloze' data"):
+        experiment(head={"name": "lm"})
+    assert ASReaderHeadConfig(share_encoder=True).share_encoder
+    assert experiment(head={"name": "as_reader", "share_encoder": True}).head.share_encoder
+
+
+def test_earlier_task_form_reads_as_data_head_and_criterion():
+    """A shipped config of the [task] form, and a run directory's config.json (every key written)."""
+    cfg = experiment_from_dict({"task": {"name": "cloze", "dataset": "babi", "babi_dir": "babi/en-10k", "babi_tasks": [1, 2],
+                                         "babi_max_sentences": 50, "head": "iaa", "steps": 8, "inference": 128,
+                                         "fixed_query": True, "emb": 64, "dropout": 0.2, "emb_l2": 1e-4,
+                                         "init": "paper", "bucket": 20},
+                                "reader": {"name": "gru", "hidden": 64, "bidirectional": True}}, "babi.toml")
+    assert cfg.data == BabiClozeConfig(dir="babi/en-10k", tasks=(1, 2), max_sentences=50, bucket=20)
+    assert cfg.head == IAAHeadConfig(emb=64, dropout=0.2, init="paper", steps=8, inference=128, fixed_query=True)
+    assert cfg.criterion == ClozeNLLConfig(emb_l2=1e-4) and cfg.task == "cloze"
+    run_dir_json = {"name": "cloze", "dataset": "files", "head": "as_reader", "emb": 32, "dropout": 0.0, "stories": 4000,
+                    "story_seed": 0, "train_file": "a", "valid_file": "b", "test_file": "c", "books": [], "valid_books": [],
+                    "test_books": [], "word_class": "NE", "window_stride": 1, "babi_dir": "babi/en-10k",
+                    "babi_tasks": [1, 2, 4, 5, 11, 12, 13, 14, 16], "babi_max_sentences": 50, "min_count": 2,
+                    "max_vocab": 0, "bucket": 0, "init": "torch", "emb_l2": 0.0, "share_encoder": True, "steps": 8,
+                    "inference": 512, "gate_hidden": 0, "fixed_query": False}
+    cfg = experiment_from_dict({"task": run_dir_json, "reader": {"name": "gru"}}, "config.json")
+    assert cfg.data.name == "cbt" and (cfg.data.train_file, cfg.data.min_count) == ("a", 2)
+    assert cfg.head == ASReaderHeadConfig(emb=32, share_encoder=True) and cfg.criterion == ClozeNLLConfig()
+    with pytest.raises(MemreadError, match="'task.dataset' must be one of"):
+        experiment_from_dict({"task": {"name": "cloze", "dataset": "squad"}, "reader": {"name": "gru"}}, "x.toml")
 
 
 def test_length_buckets_are_deterministic_complete_and_pad_less():
@@ -276,20 +333,19 @@ def test_length_buckets_are_deterministic_complete_and_pad_less():
 
 
 def test_cnn_and_babi_questions_through_the_task(fixtures):
-    cnn = ClozeTask(ClozeTaskConfig(head="as_reader", dataset="cnn", train_file="cnn", valid_file="cnn", test_file="cnn", emb=8),
-                    fixtures)
+    cnn = cloze_task("as_reader", ClozeFilesConfig(name="cnn", train_file="cnn", valid_file="cnn", test_file="cnn"), root=fixtures)
     batch = cnn.batches("test", 2)[0]
     assert batch["cand_mask"].sum(1).tolist() == [5, 3]  # candidates: the entities of each document
-    torch.manual_seed(0)
-    out = cnn.build_model(BIGRU)(batch)
+    out = cnn.build_model(0)(batch)
     assert out.logits.shape == (2, 5) and out.logits[1, 3:].eq(float("-inf")).all()
-    babi = ClozeTask(ClozeTaskConfig(head="iaa", dataset="babi", babi_dir="babi", babi_tasks=(1, 6), steps=2, inference=8, emb=8),
-                     fixtures)
-    assert [len(babi.examples(s)) for s in ("train", "valid", "test")] == [8 + 3, 1 + 1, 4 + 4]  # valid: last tenth
-    assert len(babi.encoded("train")) == 8 and babi.dropped["train"] == 3  # yes/no answers are not in the story
-    model = babi.build_model(BIGRU)
-    stats = model(babi.batches("test", 10)[0]).stats
-    metrics = babi.summarize({k: float(v) for k, v in stats.items()})
+    babi = cloze_task("iaa", BabiClozeConfig(dir="babi", tasks=(1, 6)), root=fixtures, steps=2, inference=8)
+    assert [len(babi.data.examples(s)) for s in ("train", "valid", "test")] == [8 + 3, 1 + 1, 4 + 4]  # valid: last tenth
+    assert len(babi.data.encoded("train")) == 8 and babi.data.dropped["train"] == 3  # yes/no answers are not in the story
+    model = babi.build_model()
+    criterion = babi.build_criterion(model)
+    batch = babi.batches("test", 10)[0]
+    stats = criterion(model(batch), batch).stats
+    metrics = criterion.summarize({k: float(v) for k, v in stats.items()})
     assert metrics["count"] == 8 and metrics["accuracy_qa6"] == 0.0 and 0.0 <= metrics["accuracy_qa1"] <= 1.0
 
 
@@ -299,8 +355,8 @@ def test_cnn_and_babi_questions_through_the_task(fixtures):
 def tiny_experiment(head="iaa", seed=1, steps=4, stories=200, **options):
     if head == "iaa":
         options = {"steps": 3, "inference": 24, **options}
-    return ExperimentConfig(task=ClozeTaskConfig(head=head, stories=stories, emb=24, bucket=4, **options),
-                            reader=RNNReaderConfig(name="gru", hidden=24, bidirectional=True),
+    return ExperimentConfig(data=StoriesClozeConfig(stories=stories, bucket=4), head=HEADS[head].Config(emb=24, **options),
+                            reader=RNNReaderConfig(name="gru", hidden=24, bidirectional=True), criterion=ClozeNLLConfig(),
                             train=TrainConfig(lr=5e-3, batch_size=32, epochs=100, max_steps=steps, seed=seed,
                                               progress=False, log_every=1000))
 
@@ -319,7 +375,7 @@ def test_ensemble_averages_the_answer_distributions(tmp_path):
     result = ensemble(runs, tmp_path, split="valid")
     members = [load_trained(r, tmp_path) for r in runs]
     probs = [answer_distributions(m, t, "valid", 7) for _, t, m in members]
-    answers = [e["answer"] for e in members[0][1].encoded("valid")]
+    answers = [e["answer"] for e in members[0][1].data.encoded("valid")]
     mean = [(p + q) / 2 for p, q in zip(*probs)]
     assert all(math.isclose(float(p.sum()), 1.0, rel_tol=1e-5) for p in mean)
     assert result["accuracy"] == pytest.approx(sum(int(p.argmax()) == a for p, a in zip(mean, answers)) / len(answers))
@@ -338,20 +394,22 @@ def test_cli_data_cloze_train_picture_ensemble_bench(fixtures, tmp_path, capsys)
     assert built["questions"]["NE"]["test"] > 0 and (out / "cloze_P_train.txt").exists()
     cfg = tmp_path / "iaa.toml"
     cfg.write_text(f"""
-[task]
-name = "cloze"
-dataset = "files"
+[data]
+name = "cbt"
 train_file = "{out / 'cloze_NE_train.txt'}"
 valid_file = "{out / 'cloze_NE_valid.txt'}"
 test_file = "{out / 'cloze_NE_test.txt'}"
-head = "iaa"
+bucket = 2
+[head]
+name = "iaa"
 steps = 3
 inference = 8
 emb = 8
 init = "paper"
-emb_l2 = 1e-4
 dropout = 0.2
-bucket = 2
+[criterion]
+name = "cloze_nll"
+emb_l2 = 1e-4
 [reader]
 name = "gru"
 hidden = 4
@@ -384,7 +442,7 @@ progress = false
 def test_loop_linears_give_autograd_gradients():
     """The IAA loop with each weight's gradient formed once equals the loop with plain layer calls."""
     torch.manual_seed(0)
-    m = IterativeAlternatingAttention(IAAConfig(steps=4, inference=5, gate_hidden=6), enc_size=4).double()
+    m = IterativeAlternatingAttention(IAAHeadConfig(steps=4, inference=5, gate_hidden=6), enc_size=4).double()
     q = torch.randn(3, 5, 4, dtype=torch.float64, requires_grad=True)
     d = torch.randn(3, 7, 4, dtype=torch.float64, requires_grad=True)
     q_mask = torch.arange(5) < torch.tensor([3, 5, 1]).unsqueeze(1)

@@ -9,7 +9,9 @@ import torch.nn.functional as F
 from memread.readers import READERS, build_reader
 from memread.readers.base import detach_state, flatten_state, state_structure, unflatten_state
 from memread.readers.rnn import RNNReaderConfig
-from memread.tasks.language_model import LanguageModel, LanguageModelTask, LMTaskConfig
+from memread.criteria.lm import LMNLL, LMNLLConfig
+from memread.data.pipelines.lm import LMPipeline, StoriesTextConfig
+from memread.heads.lm import LanguageModel, LMHeadConfig
 
 
 @pytest.mark.parametrize("name", ["lstm", "gru", "rnn"])
@@ -45,26 +47,27 @@ def test_carried_state_equals_one_pass_and_detaches():
 
 def test_lm_loss_is_cross_entropy_and_perplexity_is_exp_mean_nll(tmp_path):
     torch.manual_seed(0)
-    task = LanguageModelTask(LMTaskConfig(dataset="stories", stories=30, emb=8, bptt=6), tmp_path)
+    task = LMPipeline(StoriesTextConfig(stories=30, bptt=6), tmp_path)
     for reduction in ("sequence", "token"):
-        model = LanguageModel(len(task.vocab), LMTaskConfig(emb=8, loss_reduction=reduction),
-                              build_reader(RNNReaderConfig(hidden=8), 8)).eval()
+        model = LanguageModel(len(task.vocab), LMHeadConfig(emb=8), build_reader(RNNReaderConfig(hidden=8), 8)).eval()
+        criterion = LMNLL(LMNLLConfig(reduction=reduction))
         batch = task.batches("valid", 3)[0]
-        out = model(batch)
+        out = criterion(model(batch), batch)
         with torch.no_grad():
             logits = model.decoder(model.reader(model.embedding(batch["input"]), batch["mask"]).states)
             nll = F.cross_entropy(logits[batch["mask"]], batch["target"][batch["mask"]], reduction="sum")
         assert float(out.stats["nll"]) == pytest.approx(float(nll), rel=1e-5)
         denom = batch["input"].size(0) if reduction == "sequence" else int(batch["mask"].sum())
-        assert float(out.loss.detach()) == pytest.approx(float(nll) / denom, rel=1e-5)
-    assert task.summarize({"nll": 20.0, "tokens": 10.0})["ppl"] == pytest.approx(math.exp(2.0))
+        assert float(out.value.detach()) == pytest.approx(float(nll) / denom, rel=1e-5)
+    assert criterion.summarize({"nll": 20.0, "tokens": 10.0})["ppl"] == pytest.approx(math.exp(2.0))
 
 
 def test_every_registered_reader_gets_gradients_in_every_parameter(tmp_path):
-    task = LanguageModelTask(LMTaskConfig(dataset="stories", stories=30, emb=8, bptt=6), tmp_path)
+    task = LMPipeline(StoriesTextConfig(stories=30, bptt=6), tmp_path)
     for name, spec in READERS.items():
         cfg = spec.Config(name=name, **({"hidden": 12} if "hidden" in spec.Config.__dataclass_fields__ else {}))
-        model = LanguageModel(len(task.vocab), LMTaskConfig(emb=8), build_reader(cfg, 8))
-        model(task.batches("train", 4)[0]).loss.backward()
+        model = LanguageModel(len(task.vocab), LMHeadConfig(emb=8), build_reader(cfg, 8))
+        batch = task.batches("train", 4)[0]
+        LMNLL(LMNLLConfig())(model(batch), batch).value.backward()
         missing = [n for n, p in model.named_parameters() if p.grad is None or not p.grad.abs().sum() > 0]
         assert not missing, f"{name}: no gradient for {missing}"

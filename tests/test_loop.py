@@ -11,22 +11,21 @@ import pytest
 import torch
 
 from conftest import subprocess_env
-from memread.config import ExperimentConfig, TrainConfig
+from memread.config import ExperimentConfig, TrainConfig, experiment_from_dict
 from memread.errors import MemreadError
 from memread.experiment import final_evaluation, load_trained, resume_run, start_run
 from memread.readers.rnn import RNNReaderConfig
-from memread.tasks.cloze import ClozeTaskConfig
-from memread.tasks.language_model import LMTaskConfig
 from memread.training.checkpoint import load_checkpoint
 from memread.training.loop import eval_points
 from memread.training.optim import PlateauSchedule, build_optimizer
 
 TINY_LM = """
-[task]
-name = "lm"
-dataset = "stories"
+[data]
+name = "stories-text"
 stories = 300
 bptt = 12
+[head]
+name = "lm"
 emb = 24
 dropout = 0.2
 [reader]
@@ -44,12 +43,13 @@ progress = false
 """
 
 
-def lm_config(**train) -> ExperimentConfig:
-    return ExperimentConfig(
-        task=LMTaskConfig(dataset="stories", stories=300, bptt=12, emb=24, dropout=0.1),
-        reader=RNNReaderConfig(hidden=32),
-        train=TrainConfig(progress=False, log_every=5, **train),
-    )
+def lm_config(hidden: int = 32, dropout: float = 0.1, **train) -> ExperimentConfig:
+    return experiment_from_dict({
+        "data": {"name": "stories-text", "stories": 300, "bptt": 12},
+        "reader": {"name": "lstm", "hidden": hidden},
+        "head": {"name": "lm", "emb": 24, "dropout": dropout},
+        "train": {"progress": False, "log_every": 5, **train},
+    }, "test")
 
 
 def records(run_dir: Path, event: str) -> list[dict]:
@@ -204,7 +204,7 @@ def test_checkpoints_are_atomic_and_load_without_pickled_code(tmp_path):
     assert payload["loop"]["global_step"] == 6 and payload["loop"]["finished"] is True
 
     evil = tmp_path / "evil.pt"
-    torch.save({"format": "memread-checkpoint-v1", "obj": ExperimentConfig(task=None, reader=None)}, evil)
+    torch.save({"format": "memread-checkpoint-v1", "obj": ExperimentConfig(data=None, reader=None, head=None, criterion=None)}, evil)
     with pytest.raises(MemreadError, match="evil.pt: not a loadable memread checkpoint"):
         load_checkpoint(evil)
     (tmp_path / "junk.pt").write_bytes(b"\x00garbage")
@@ -218,9 +218,7 @@ def test_mismatched_checkpoint_is_refused_and_nothing_is_lost(tmp_path):
     before = {p.name: p.read_bytes() for p in run.iterdir()}
     # another run's config with a different hidden size
     other = tmp_path / "other"
-    start_run(ExperimentConfig(task=LMTaskConfig(dataset="stories", stories=300, bptt=12, emb=24),
-                               reader=RNNReaderConfig(hidden=16), train=TrainConfig(max_steps=2, progress=False)),
-              other, tmp_path).fit()
+    start_run(lm_config(hidden=16, max_steps=2), other, tmp_path).fit()
     (run / "checkpoint_best.pt").write_bytes((other / "checkpoint_best.pt").read_bytes())
     with pytest.raises(MemreadError, match=r"checkpoint does not match the config: reader.hidden = 16 in the checkpoint, 32 now"):
         load_trained(run, tmp_path)
@@ -242,8 +240,9 @@ def test_mismatched_checkpoint_is_refused_and_nothing_is_lost(tmp_path):
 
 
 def test_cloze_loop_same_code_path(tmp_path):
-    cfg = ExperimentConfig(task=ClozeTaskConfig(stories=200, emb=16), reader=RNNReaderConfig(hidden=16),
-                           train=TrainConfig(max_steps=5, batch_size=16, progress=False))
+    cfg = experiment_from_dict({"data": {"name": "stories", "stories": 200}, "reader": {"name": "lstm", "hidden": 16},
+                                "head": {"name": "pointer", "emb": 16},
+                                "train": {"max_steps": 5, "batch_size": 16, "progress": False}}, "test")
     start_run(cfg, tmp_path / "run", tmp_path).fit()
     valid = records(tmp_path / "run", "valid")
     assert len(valid) == 1 and 0.0 <= valid[0]["accuracy"] <= 1.0 and valid[0]["count"] == 20
@@ -254,11 +253,11 @@ def test_checkpoint_from_before_a_new_config_key_still_loads(tmp_path):
     start_run(lm_config(max_steps=2, batch_size=8), run, tmp_path).fit()
     payload = torch.load(run / "checkpoint_best.pt", weights_only=True)
     saved = json.loads(payload["config"])
-    del saved["task"]["loss_reduction"]  # as written by a memread without that key
+    del saved["criterion"]["reduction"]  # as written by a memread without that key
     payload["config"] = json.dumps(saved)
     torch.save(payload, run / "checkpoint_best.pt")
     cfg, task, model = load_trained(run, tmp_path)
-    assert cfg.task.loss_reduction == "sequence"
+    assert cfg.criterion.reduction == "sequence"
 
 
 def test_a_finished_run_given_more_epochs_goes_on_as_if_uninterrupted(tmp_path):

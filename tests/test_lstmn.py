@@ -303,11 +303,13 @@ def test_unbounded_tape_is_refused_for_streams():
 def test_tiny_lstmn_language_model_learns(tmp_path, monkeypatch):
     from memread.config import TrainConfig, ExperimentConfig
     from memread.experiment import start_run
-    from memread.tasks.language_model import LMTaskConfig
+    from memread.criteria.lm import LMNLLConfig
+    from memread.data.pipelines.lm import StoriesTextConfig
+    from memread.heads.lm import LMHeadConfig
 
     cfg = ExperimentConfig(
-        task=LMTaskConfig(dataset="stories", stories=60, bptt=20, emb=24),
-        reader=LSTMNConfig(hidden=32, span=20),
+        data=StoriesTextConfig(stories=60, bptt=20), reader=LSTMNConfig(hidden=32, span=20),
+        head=LMHeadConfig(emb=24), criterion=LMNLLConfig(),
         train=TrainConfig(optimizer="adam", lr=1e-2, batch_size=16, eval_batch_size=16, epochs=100,
                           max_steps=150, evals_per_epoch=1, log_every=1000, progress=False, seed=0),
     )

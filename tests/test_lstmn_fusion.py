@@ -21,9 +21,8 @@ from memread.errors import MemreadError
 from memread.readers.lstmn import LSTMNConfig, LSTMNReader
 from memread.readers.lstmn_fusion import FusionConfig, LSTMNFusionDecoder
 from memread.readers.rnn import RNNReaderConfig
-from memread.tasks.pair import PairTask, PairTaskConfig
 
-from test_text_tasks import _train, entailment
+from test_text_tasks import _train, entailment, pair_task
 
 E, H = 5, 4
 MODES = ["lstmn_shallow", "lstmn_deep"]
@@ -341,9 +340,9 @@ def test_tiny_copy_task_learns(name):
 @pytest.mark.parametrize("encoder", ["shallow_fusion", "deep_fusion"])
 def test_tiny_snli_fusion_learns(tmp_path, encoder):
     ex = {"train": entailment(600, 0), "valid": entailment(50, 1), "test": entailment(150, 2)}
-    cfg = PairTaskConfig(encoder=encoder, features="concat", emb=16, mlp=32, dropout=0.0, pool="mean")
-    task = PairTask(cfg, tmp_path, examples=ex)
-    assert _train(task, LSTMNConfig(hidden=16), 200)["accuracy"] >= 0.9
+    task = pair_task(tmp_path, ex, LSTMNConfig(hidden=16), encoder=encoder, features="concat", emb=16, mlp=32, dropout=0.0,
+                     pool="mean")
+    assert _train(task, 200)["accuracy"] >= 0.9
 
 
 def membership(n: int, seed: int) -> list[PairExample]:
@@ -364,20 +363,18 @@ def membership(n: int, seed: int) -> list[PairExample]:
 def test_tiny_snli_fusion_learns_what_needs_the_premise(tmp_path, encoder):
     """(Two independent LSTMNs, encoder = "two", reach about 0.83 here with the same budget.)"""
     ex = {"train": membership(1000, 0), "valid": membership(50, 1), "test": membership(300, 2)}
-    cfg = PairTaskConfig(encoder=encoder, features="concat", emb=16, mlp=32, dropout=0.0, pool="mean")
-    task = PairTask(cfg, tmp_path, examples=ex)
-    assert _train(task, LSTMNConfig(hidden=16), 600)["accuracy"] >= 0.88
+    task = pair_task(tmp_path, ex, LSTMNConfig(hidden=16), encoder=encoder, features="concat", emb=16, mlp=32, dropout=0.0,
+                     pool="mean")
+    assert _train(task, 600)["accuracy"] >= 0.88
 
 
 @pytest.mark.parametrize("encoder", ["shallow_fusion", "deep_fusion"])
 def test_snli_fusion_needs_lstmn_and_reads_the_premise(tmp_path, encoder):
     ex = {s: entailment(12, i) for i, s in enumerate(("train", "valid", "test"))}
     with pytest.raises(MemreadError, match="reader.name"):
-        PairTask(PairTaskConfig(encoder=encoder, emb=8), tmp_path, examples=ex).build_model(RNNReaderConfig(hidden=8))
-    cfg = PairTaskConfig(encoder=encoder, features="concat", pool="mean", emb=6, mlp=8)
-    task = PairTask(cfg, tmp_path, examples=ex)
-    torch.manual_seed(0)
-    model = task.build_model(LSTMNConfig(hidden=6)).double().eval()
+        pair_task(tmp_path, ex, RNNReaderConfig(hidden=8), encoder=encoder, emb=8)
+    task = pair_task(tmp_path, ex, LSTMNConfig(hidden=6), encoder=encoder, features="concat", pool="mean", emb=6, mlp=8)
+    model = task.build_model(0).double().eval()
     batch = task.batches("test", 12)[0]
     full = model(batch).logits
     for i in range(len(batch["label"])):  # a pair alone equals the same pair in a padded batch
@@ -390,7 +387,7 @@ def test_snli_fusion_needs_lstmn_and_reads_the_premise(tmp_path, encoder):
     changed = dict(batch, first=batch["first"].flip(1) * batch["first_mask"])  # a different premise
     assert not torch.allclose(model.encode(changed).v, enc.v)  # the hypothesis' reading saw the premise
     model.train()
-    model(batch).loss.backward()
+    task.build_criterion(model)(model(batch), batch).value.backward()
     missing = [n for n, p in model.named_parameters() if p.requires_grad and (p.grad is None or not p.grad.abs().sum())]
     assert not missing, missing
 

@@ -2,12 +2,14 @@
 a key renamed in a dataclass, a typo in a file, or a size a reader refuses (a kvp hidden size that is
 not a multiple of 3) fails here, not hours into somebody's run."""
 
+import tomllib
 from pathlib import Path
 
 import pytest
 
 from memread.config import load_experiment
 from memread.readers import build_reader
+from memread.tasks import TASKS
 
 REPO = Path(__file__).parent.parent
 SHIPPED = sorted((REPO / "configs").rglob("*.toml"))
@@ -21,7 +23,8 @@ def test_configs_are_shipped():
 @pytest.mark.parametrize("path", SHIPPED, ids=lambda p: f"{p.parent.name}/{p.name}")
 def test_shipped_config_loads_and_builds(path):
     cfg = load_experiment(path)
-    reader = build_reader(cfg.reader, cfg.task.emb)
+    assert cfg.task in TASKS and "task" not in tomllib.loads(path.read_text())  # the data/head/criterion form
+    reader = build_reader(cfg.reader, cfg.head.emb)
     assert sum(p.numel() for p in reader.parameters()) > 0
 
 

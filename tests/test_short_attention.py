@@ -255,29 +255,32 @@ def test_ptb_configs_have_matched_hidden_sizes():
     base_cfg = DocLSTMConfig(hidden=base["reader"]["hidden"])
     for f in files:
         raw = tomllib.loads(f.read_text())
-        assert raw["task"] == base["task"] and raw["train"] == base["train"], f.name  # only the reader differs
+        same = ("data", "head", "criterion", "train")
+        assert all(raw.get(k) == base.get(k) for k in same), f.name  # only the reader differs
         r = dict(raw["reader"])
         cfg = READERS[r["name"]].Config(**r)
         if r["name"] != "doc_lstm":
-            m = match_lm_hidden(cfg, V, raw["task"]["emb"], base_cfg)
+            m = match_lm_hidden(cfg, V, raw["head"]["emb"], base_cfg)
             assert cfg.hidden == m.hidden, (f.name, cfg.hidden, m.hidden)
             assert abs(m.difference) / m.target < 0.01
 
 
 def test_every_paper_reader_learns_a_tiny_stream(tmp_path):
     """A few Adam steps on a repetitive stream lower the loss (the window helps predict it)."""
-    from memread.tasks.language_model import LanguageModel, LMTaskConfig
+    from memread.criteria.lm import LMNLL, LMNLLConfig
+    from memread.heads.lm import LanguageModel, LMHeadConfig
 
     ids = torch.tensor([1, 2, 3, 4, 5, 6, 7, 8] * 40 + [1])
     for cfg in (AttentionLMConfig(hidden=24, window=3), KeyValueConfig(hidden=24, window=3),
                 KeyValuePredictConfig(hidden=24, window=3), NGramRNNConfig(hidden=24, n=3)):
         torch.manual_seed(0)
-        model = LanguageModel(10, LMTaskConfig(emb=8, loss_reduction="token"), build_reader(cfg, 8))
+        model = LanguageModel(10, LMHeadConfig(emb=8), build_reader(cfg, 8))
+        loss = LMNLL(LMNLLConfig(reduction="token"))
         opt = torch.optim.Adam(model.parameters(), lr=0.05)
         b = {"input": ids[:-1].view(4, -1), "target": ids[1:].view(4, -1), "mask": torch.ones(4, 80, dtype=torch.bool)}
-        first = float(model(b).loss.detach())
+        first = float(loss(model(b), b).value.detach())
         for _ in range(60):
             opt.zero_grad()
-            model(b).loss.backward()
+            loss(model(b), b).value.backward()
             opt.step()
-        assert float(model(b).loss.detach()) < 0.6 * first and first > 0.8 * math.log(10), cfg.name
+        assert float(loss(model(b), b).value.detach()) < 0.6 * first and first > 0.8 * math.log(10), cfg.name

@@ -3,6 +3,7 @@ CBT answered by a language model, attention by history position (Figure 3), and 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
@@ -22,7 +23,10 @@ from memread.readers.key_value_predict import KeyValuePredictConfig
 from memread.readers.lstmn import LSTMNConfig
 from memread.readers.ngram_rnn import NGramRNNConfig
 from memread.readers.rnn import RNNReaderConfig
-from memread.tasks.language_model import LanguageModel, LanguageModelTask, LMTaskConfig
+from memread.data.pipelines.lm import LMPipeline, PTBConfig, StoriesTextConfig, WikiTextConfig
+from memread.heads.lm import LanguageModel, LMHeadConfig
+from memread.tasks import Task
+from memread.config import experiment_from_dict
 from memread.training.loop import evaluate
 
 
@@ -57,12 +61,12 @@ def test_wikitext_articles_numbers_and_missing_files(fixtures, tmp_path):
     assert len(docs) == 2  # the formula line "= 1 m / s and k =" is not an article title
     assert docs[0][:5] == ["<eos>", "=", "Epsilon", "Hill", "="] and docs[1][:4] == ["=", "Zeta", "Bridge", "="]
     assert map_numbers("in 1,450 and 1890 @.@ 5 , 3rd 12:30".split()) == "in N and N @.@ N , 3rd N".split()
-    task = LanguageModelTask(LMTaskConfig(dataset="wikitext-2", documents=True, numbers=True, bptt=4), fixtures)
+    task = LMPipeline(WikiTextConfig(documents=True, numbers=True, bptt=4), fixtures)
     assert "N" in task.vocab and not any(w[0].isdigit() for w in task.vocab.itos)
     assert len(task.documents("train")) == 2 and len(task.documents("valid")) == 2
     b = task.batches("valid", 2)[0]
     assert b["reset"][:, 0].all()
-    capped = LanguageModelTask(LMTaskConfig(dataset="wikitext-2", max_vocab=20), fixtures)
+    capped = LMPipeline(WikiTextConfig(max_vocab=20), fixtures)
     assert len(capped.vocab) == 20 and capped.vocab.unk_id == 1
     with pytest.raises(MemreadError, match=r"wikitext-103.*wiki\.train\.tokens.*wikitext-103-v1\.zip"):
         wikitext_path(tmp_path, "wikitext-103", "train")
@@ -81,27 +85,34 @@ def test_real_wikitext2_is_articles_with_the_official_token_counts(real_data):
 
 def test_ptb_vocabulary_is_the_one_the_configs_were_matched_for(real_data):
     root = real_data("ptb")
-    assert len(LanguageModelTask(LMTaskConfig(dataset="ptb"), root).vocab) == 10_001
+    assert len(LMPipeline(PTBConfig(), root).vocab) == 10_001
+
+
+def lm_task(data, root, reader=None, vocab=None) -> Task:
+    """A language-model experiment over ``data`` (a [data] table) with an 8-wide embedding."""
+    reader = reader or {"name": "doc_lstm" if data.get("documents") else "lstm", "hidden": 12}
+    cfg = experiment_from_dict({"data": data, "reader": reader, "head": {"name": "lm", "emb": 8}}, "test")
+    return Task(cfg, root, vocab=vocab)
 
 
 def tiny_model(task, cfg):
-    torch.manual_seed(0)
-    return task.build_model(cfg).eval()
+    """``task``'s head around the reader ``cfg``, seeded."""
+    return Task(dataclasses.replace(task.cfg, reader=cfg), None, data=task.data).build_model(0).eval()
 
 
 def test_documents_make_perplexity_independent_of_how_the_split_is_batched(tmp_path):
     """With a reset at every document start, no token sees another document, so evaluating in 1 or
     in 5 columns gives the same perplexity, for every reader that resets (not so for a stream)."""
-    task = LanguageModelTask(LMTaskConfig(dataset="stories", stories=40, emb=8, bptt=7, documents=True), tmp_path)
+    task = lm_task({"name": "stories-text", "stories": 40, "bptt": 7, "documents": True}, tmp_path)
     for cfg in (DocLSTMConfig(hidden=12), AttentionLMConfig(hidden=12, window=4), KeyValuePredictConfig(hidden=12, window=2),
                 NGramRNNConfig(hidden=12, n=3)):
         model = tiny_model(task, cfg)
         one, five = evaluate(model, task, "valid", 1), evaluate(model, task, "valid", 5)
-        assert one["tokens"] == five["tokens"] == sum(len(d) - 1 for d in task.documents("valid"))
+        assert one["tokens"] == five["tokens"] == sum(len(d) - 1 for d in task.data.documents("valid"))
         assert one["ppl"] == pytest.approx(five["ppl"], rel=1e-5), cfg.name
     with pytest.raises(MemreadError, match="reader 'lstm' cannot.*doc_lstm, attention, kv, kvp, ngram"):
-        task.build_model(RNNReaderConfig(hidden=8))
-    ptb_like = LanguageModelTask(LMTaskConfig(dataset="stories", stories=40, emb=8, bptt=7), tmp_path)
+        lm_task({"name": "stories-text", "stories": 40, "bptt": 7, "documents": True}, tmp_path, {"name": "lstm"})
+    ptb_like = lm_task({"name": "stories-text", "stories": 40, "bptt": 7}, tmp_path)
     assert "reset" not in ptb_like.batches("valid", 2)[0]  # a stream without documents is unchanged
 
 
@@ -111,10 +122,10 @@ def test_real_wikitext2_articles_are_read_apart(real_data):
     in 3 or 7 columns of BPTT segments the perplexity is the same, so no article's tokens saw another's,
     while read as one stream the same model gives another perplexity."""
     root = real_data("wikitext-2/wiki.valid.tokens.gz", "wikitext-2/wiki.test.tokens.gz")
-    cfg = LMTaskConfig(dataset="wikitext-2", documents=True, numbers=True, bptt=50, emb=8)
+    data = {"name": "wikitext-2", "documents": True, "numbers": True, "bptt": 50}
     valid = map_numbers([t for d in read_wikitext(wikitext_path(root, "wikitext-2", "valid")) for t in d])
     vocab = Vocab.build(valid, max_size=2000, specials=("<pad>", "<unk>"))
-    task = LanguageModelTask(cfg, root, vocab=vocab)
+    task = lm_task(data, root, vocab=vocab)
     model = tiny_model(task, KeyValuePredictConfig(hidden=12, window=5))
     with torch.no_grad():  # large weights: predictions that depend on the context (at init they are ~uniform)
         for p in model.parameters():
@@ -122,7 +133,7 @@ def test_real_wikitext2_articles_are_read_apart(real_data):
     three, seven = evaluate(model, task, "test", 3), evaluate(model, task, "test", 7)
     assert three["tokens"] == seven["tokens"] == 245_569 - 60  # every token but each article's first
     assert three["ppl"] == pytest.approx(seven["ppl"], rel=1e-7)  # measured 5e-9
-    stream = LanguageModelTask(LMTaskConfig(dataset="wikitext-2", numbers=True, bptt=50, emb=8), root, vocab=vocab)
+    stream = lm_task({**data, "documents": False}, root, vocab=vocab)
     as_stream = evaluate(model, stream, "test", 3)
     assert abs(as_stream["ppl"] / three["ppl"] - 1) > 1e-5  # measured 1e-4: only article starts differ
 
@@ -153,14 +164,14 @@ def test_cbt_scores_are_query_log_likelihoods_and_accuracy_is_per_file(fixtures)
                 NGramRNNConfig(hidden=12, n=3), DocLSTMConfig(hidden=12), RNNReaderConfig(hidden=12),
                 LSTMNConfig(hidden=12, span=5)):
         torch.manual_seed(0)
-        model = LanguageModel(len(vocab), LMTaskConfig(emb=8), build_reader(cfg, 8)).double().eval()
+        model = LanguageModel(len(vocab), LMHeadConfig(emb=8), build_reader(cfg, 8)).double().eval()
         scores = score_candidates(model, vocab, examples, questions_per_batch=3)  # padded, mixed-length batches
         for ex, s in zip(examples, scores):
             assert len(s) == len(ex.candidates)
             for cand, value in zip(ex.candidates, s):
                 assert value == pytest.approx(naive_query_loglik(model, vocab, ex, cand), abs=1e-9), cfg.name
     torch.manual_seed(0)
-    model = LanguageModel(len(vocab), LMTaskConfig(emb=8), build_reader(KeyValuePredictConfig(hidden=12, window=3), 8)).eval()
+    model = LanguageModel(len(vocab), LMHeadConfig(emb=8), build_reader(KeyValuePredictConfig(hidden=12, window=3), 8)).eval()
     # a model that always predicts one word picks it whenever it is a candidate
     with torch.no_grad():
         model.decoder.weight.zero_()
@@ -170,7 +181,7 @@ def test_cbt_scores_are_query_log_likelihoods_and_accuracy_is_per_file(fixtures)
     assert r["subset"] == "NE" and r["questions"] == 2 and r["correct"] == 1 and r["accuracy"] == 0.5
     assert r["answer_in_vocab"] == 2 and r["accuracy_answer_in_vocab"] == 0.5
     small = Vocab([w for w in vocab.itos if w != "Jack"])  # "Jack" now reads as <unk>
-    r = evaluate_cbt_file(LanguageModel(len(small), LMTaskConfig(emb=8), model.reader).eval(), small, ne)
+    r = evaluate_cbt_file(LanguageModel(len(small), LMHeadConfig(emb=8), model.reader).eval(), small, ne)
     assert r["answer_in_vocab"] == sum(ex.answer != "Jack" for ex in read_cbt(ne, context_lines=20))
     with torch.no_grad():
         model.decoder.bias[vocab.id("Jack")] = 0.0
@@ -184,7 +195,7 @@ def test_cbt_lm_reads_every_official_format_sample(real_data):
     assert len(files) == 12
     vocab = cbt_vocab(*files)
     torch.manual_seed(0)
-    model = LanguageModel(len(vocab), LMTaskConfig(emb=8), build_reader(NGramRNNConfig(hidden=12, n=4), 8)).eval()
+    model = LanguageModel(len(vocab), LMHeadConfig(emb=8), build_reader(NGramRNNConfig(hidden=12, n=4), 8)).eval()
     subsets = set()
     for f in files:
         r = evaluate_cbt_file(model, vocab, f)
@@ -197,12 +208,12 @@ def test_cbt_lm_reads_every_official_format_sample(real_data):
 
 
 def test_attention_by_position_averages_full_windows_only(tmp_path):
-    task = LanguageModelTask(LMTaskConfig(dataset="stories", stories=40, emb=8, bptt=7, documents=True), tmp_path)
+    task = lm_task({"name": "stories-text", "stories": 40, "bptt": 7, "documents": True}, tmp_path)
     L = 4
     model = tiny_model(task, KeyValuePredictConfig(hidden=12, window=L))
     one = attention_by_position(model, task, "valid", batch_size=1)
     three = attention_by_position(model, task, "valid", batch_size=3)
-    assert one["window"] == L and one["tokens"] == sum(max(0, len(d) - 1 - L) for d in task.documents("valid"))
+    assert one["window"] == L and one["tokens"] == sum(max(0, len(d) - 1 - L) for d in task.data.documents("valid"))
     assert sum(one["weights"]) == pytest.approx(1.0, abs=1e-5)
     assert one["weights"] == pytest.approx(three["weights"], abs=1e-6) and one["tokens"] == three["tokens"]
     table = position_table({"kvp": one})
@@ -218,16 +229,16 @@ def test_attention_by_position_of_the_lstmn_tape_matches_reading_the_stream_at_o
     """The LSTMN's tape starts empty and carries its last ``span`` slots across segments: the first
     segment is skipped (no band yet), every later token's weights on the previous 1..span tokens are
     averaged - the same numbers as reading the whole stream as one segment."""
-    task = LanguageModelTask(LMTaskConfig(dataset="stories", stories=40, emb=8, bptt=7), tmp_path)
+    task = lm_task({"name": "stories-text", "stories": 40, "bptt": 7}, tmp_path)
     span = 4
     model = tiny_model(task, LSTMNConfig(hidden=12, span=span)).double()
     r = attention_by_position(model, task, "valid", batch_size=1)
-    ids = task.ids("valid")
+    ids = task.data.ids("valid")
     N = len(ids) - 1  # inputs
     with torch.no_grad():
         att = model.read(ids[None, :N], torch.ones(1, N, dtype=torch.bool), return_attention=True).attention[0]  # (N, N)
-    expect = torch.stack([att[t, t - span : t] for t in range(task.cfg.bptt, N)]).mean(0)  # [-span .. -1]
-    assert r["window"] == span and r["tokens"] == N - task.cfg.bptt
+    expect = torch.stack([att[t, t - span : t] for t in range(task.cfg.data.bptt, N)]).mean(0)  # [-span .. -1]
+    assert r["window"] == span and r["tokens"] == N - task.cfg.data.bptt
     assert r["weights"] == pytest.approx(expect.tolist(), abs=1e-9)
     assert sum(r["weights"]) == pytest.approx(1.0)
 
@@ -240,7 +251,7 @@ def test_commands_on_a_tiny_trained_run(tmp_path, fixtures, capsys):
     from memread.config import experiment_from_dict
     from memread.experiment import start_run
 
-    raw = {"task": {"name": "lm", "dataset": "stories", "stories": 40, "emb": 8, "bptt": 7, "documents": True},
+    raw = {"data": {"name": "stories-text", "stories": 40, "bptt": 7, "documents": True}, "head": {"name": "lm", "emb": 8},
            "reader": {"name": "kvp", "hidden": 12, "window": 3},
            "train": {"max_steps": 3, "batch_size": 4, "progress": False}}
     run = tmp_path / "kvp"
@@ -278,7 +289,7 @@ def test_attention_span_of_an_lstmn_run_claims_no_window_picture(tmp_path, capsy
     from memread.config import experiment_from_dict
     from memread.experiment import start_run
 
-    raw = {"task": {"name": "lm", "dataset": "stories", "stories": 40, "emb": 8, "bptt": 7},
+    raw = {"data": {"name": "stories-text", "stories": 40, "bptt": 7}, "head": {"name": "lm", "emb": 8},
            "reader": {"name": "lstmn", "hidden": 12, "span": 3},
            "train": {"max_steps": 2, "batch_size": 4, "progress": False}}
     run = tmp_path / "lstmn"

@@ -13,11 +13,15 @@ import torch
 
 from conftest import subprocess_env
 from memread.config import ExperimentConfig, TrainConfig
+from memread.criteria.answer_selection import AnswerSelectionConfig
+from memread.criteria.classification import CrossEntropyConfig
+from memread.data.pipelines.pair import SNLIConfig, WikiQAConfig
+from memread.data.pipelines.sentence import SSTConfig
 from memread.experiment import build_model, build_task
+from memread.heads.classifier import MLPHeadConfig
+from memread.heads.pair import PairHeadConfig
 from memread.readers.nse import NSEConfig
 from memread.readers.rnn import RNNReaderConfig
-from memread.tasks.pair import PairTaskConfig
-from memread.tasks.sentence import SentenceTaskConfig
 from memread.training.loop import evaluate
 
 WORDS = 'emb = 8\nvectors = "glove/tiny.txt"\nmlp = 8\n'
@@ -29,16 +33,24 @@ def memread(*args, data_root):
                           timeout=300, env=subprocess_env(MEMREAD_DATA=str(data_root)))
 
 
+NEW_WORDS = '[data]\n{data}vectors = "glove/tiny.txt"\n\n[head]\n{head}emb = 8\nmlp = 8\n'
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("task,reader,keys", [
+    # the earlier [task] form (shipped configs and old run directories) ...
     ('name = "classify"\nfine = false\nfreeze = true\npool = "last"\n', 'name = "nse"\nhidden = 8', {"accuracy", "nll"}),
     ('name = "classify"\nfirst_epoch_scale = 0.35\n', 'name = "lstmn"\nhidden = 8\nspan = 0', {"accuracy"}),
     ('name = "pair"\ndataset = "snli"\nencoder = "mma_attention"\n', 'name = "nse"\nhidden = 8', {"accuracy"}),
     ('name = "pair"\ndataset = "wikiqa"\nencoder = "attention"\n', 'name = "lstm"\nhidden = 8', {"map", "mrr", "questions"}),
+    # ... and [data] + [head] (+ the dataset's default criterion)
+    (('name = "sst"\nfine = false\n', 'name = "mlp"\nfirst_epoch_scale = 0.35\n'), 'name = "lstm"\nhidden = 8', {"accuracy"}),
+    (('name = "wikiqa"\n', 'name = "pair"\nencoder = "mma"\n'), 'name = "nse"\nhidden = 8', {"map", "mrr", "questions"}),
 ])
 def test_train_and_eval_on_fixtures(tmp_path, fixtures, task, reader, keys):
     cfg = tmp_path / "exp.toml"
-    cfg.write_text(f"[task]\n{task}{WORDS}\n[reader]\n{reader}\n\n{TRAIN}")
+    sections = f"[task]\n{task}{WORDS}" if isinstance(task, str) else NEW_WORDS.format(data=task[0], head=task[1])
+    cfg.write_text(f"{sections}\n[reader]\n{reader}\n\n{TRAIN}")
     run = tmp_path / "run"
     r = memread("train", cfg, "--run-dir", run, data_root=fixtures)
     assert r.returncode == 0, r.stderr
@@ -55,12 +67,13 @@ def test_train_and_eval_on_fixtures(tmp_path, fixtures, task, reader, keys):
 def _overfit_one_batch(cfg: ExperimentConfig, root, steps: int = 40) -> tuple[float, float]:
     task = build_task(cfg, root)
     model = build_model(cfg, task)
+    criterion = task.build_criterion(model)
     batch = task.batches("train", cfg.train.batch_size, 0, 1)[0]
     opt = torch.optim.Adam([p for p in model.parameters() if p.requires_grad], lr=1e-2)
     model.train()
     losses = []
     for _ in range(steps):
-        loss = model(batch).loss
+        loss = criterion(model(batch), batch).value
         opt.zero_grad()
         loss.backward()
         opt.step()
@@ -73,24 +86,26 @@ GLOVE = "glove/glove.6B.50d.txt.gz"
 
 def test_real_sst_with_glove_learns_a_batch(real_data):
     root = real_data("sst/train.txt.gz", GLOVE)
-    cfg = ExperimentConfig(SentenceTaskConfig(fine=True, emb=50, vectors=GLOVE, freeze=True, pool="last", mlp=32, dropout=0.0),
-                           NSEConfig(hidden=32), TrainConfig(batch_size=16))
+    cfg = ExperimentConfig(SSTConfig(fine=True, vectors=GLOVE), NSEConfig(hidden=32),
+                           MLPHeadConfig(emb=50, freeze=True, pool="last", mlp=32, dropout=0.0), CrossEntropyConfig(),
+                           TrainConfig(batch_size=16))
     first, last = _overfit_one_batch(cfg, root)
     assert last < 0.5 * first
 
 
 def test_real_snli_and_wikiqa_protocols(real_data):
     root = real_data("snli/snli_1.0_dev.jsonl.gz", "wikiqa/WikiQA-test.tsv.gz", GLOVE)
-    cfg = ExperimentConfig(PairTaskConfig(dataset="snli", encoder="mma", emb=50, vectors=GLOVE, freeze=True, mlp=32, dropout=0.0),
-                           NSEConfig(hidden=32), TrainConfig(batch_size=16))
+    cfg = ExperimentConfig(SNLIConfig(vectors=GLOVE), NSEConfig(hidden=32),
+                           PairHeadConfig(encoder="mma", emb=50, freeze=True, mlp=32, dropout=0.0), CrossEntropyConfig(),
+                           TrainConfig(batch_size=16))
     first, last = _overfit_one_batch(cfg, root)
     assert last < 0.5 * first
     task = build_task(cfg, root)
-    assert len(task.examples("valid")) == 9842 and task.dropped["valid"] == 158
+    assert len(task.data.examples("valid")) == 9842 and task.data.dropped["valid"] == 158
     assert sum(w in task.vocab for w in ("the", "dog", "running")) == 3
     # WikiQA: evaluation covers exactly the 237 test questions of the filtered protocol
-    cfg = ExperimentConfig(PairTaskConfig(dataset="wikiqa", encoder="siamese", emb=8, mlp=8), RNNReaderConfig(hidden=8),
-                           TrainConfig())
+    cfg = ExperimentConfig(WikiQAConfig(), RNNReaderConfig(hidden=8), PairHeadConfig(encoder="siamese", emb=8, mlp=8),
+                           AnswerSelectionConfig(), TrainConfig())
     task = build_task(cfg, root)
     torch.manual_seed(0)
     metrics = evaluate(build_model(cfg, task), task, "test", 256)

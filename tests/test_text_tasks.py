@@ -10,17 +10,42 @@ import pytest
 import torch
 
 from memread import metrics
+from memread.config import ExperimentConfig, experiment_from_dict
+from memread.criteria.answer_selection import AnswerSelectionConfig
+from memread.criteria.classification import CrossEntropyConfig
+from memread.data.pipelines.pair import PairPipeline, SNLIConfig, WikiQAConfig, question_batches
+from memread.data.pipelines.sentence import SentencePipeline, SSTConfig
 from memread.data.snli import PairExample
 from memread.data.sst import SentimentExample
+from memread.data.text_vocab import vocabulary
 from memread.errors import MemreadError
+from memread.heads.classifier import MLPHeadConfig
+from memread.heads.pair import PairHeadConfig
+from memread.modules.pooling import pool
 from memread.modules.word_embedding import WordEmbedding
 from memread.readers.nse import NSEConfig
 from memread.readers.rnn import RNNReaderConfig
-from memread.tasks.pair import PairTask, PairTaskConfig, question_batches
-from memread.tasks.sentence import SentenceTask, SentenceTaskConfig
-from memread.tasks.text_inputs import pool, vocabulary
+from memread.tasks import TASKS, Task
+from memread.training.loop import set_epoch
 
 POS, NEG, FILL = ["good", "great", "fine"], ["bad", "awful", "poor"], ["the", "film", "is", "a", "plot", "very"]
+
+
+def sentence_task(root, examples, reader, data: SSTConfig | None = None, **head) -> Task:
+    """An SST task over in-memory examples: ``data`` the [data] section, ``head`` the mlp head's keys."""
+    data = data or SSTConfig(fine=False)
+    cfg = ExperimentConfig(data, reader, MLPHeadConfig(**head), CrossEntropyConfig())
+    TASKS["classify"].check(cfg, "test")
+    return Task(cfg, root, data=SentencePipeline(data, root, examples=examples))
+
+
+def pair_task(root, examples, reader, data: SNLIConfig | WikiQAConfig | None = None, questions=None, **head) -> Task:
+    """A pair task over in-memory examples (``questions``: split -> question index of every candidate)."""
+    data = data or SNLIConfig()
+    criterion = AnswerSelectionConfig() if data.outputs == 1 else CrossEntropyConfig()
+    cfg = ExperimentConfig(data, reader, PairHeadConfig(**head), criterion)
+    TASKS["pair"].check(cfg, "test")
+    return Task(cfg, root, data=PairPipeline(data, root, examples=examples, questions=questions))
 
 
 def sentiment(n: int, seed: int) -> list[SentimentExample]:
@@ -55,22 +80,21 @@ def test_sentence_task_loads_vectors_and_oov_policy(tmp_path):
     write_vectors(tmp_path / "v.txt", ["good", "bad"], dim=4)
     ex = {"train": [SentimentExample(("Good", "zzz"), 1)], "valid": [SentimentExample(("bad",), 0)],
           "test": [SentimentExample(("qqq",), 0)]}
-    cfg = SentenceTaskConfig(fine=False, emb=4, vectors="v.txt", oov="zero")
-    task = SentenceTask(cfg, tmp_path, examples=ex)
-    model = task.build_model(RNNReaderConfig(hidden=5))
+    data = SSTConfig(fine=False, vectors="v.txt")
+    task = sentence_task(tmp_path, ex, RNNReaderConfig(hidden=5), data, emb=4, oov="zero")
+    model = task.build_model()
     emb = model.embedding
     v = task.vocab
     assert "bad" in v and "qqq" not in v  # a dev word with a vector joins; one without does not
     assert emb.pretrained[v.id("good")] and emb.pretrained[v.id("bad")] and not emb.pretrained[v.id("zzz")]
     assert torch.all(emb.weight[v.id("zzz")] == 0)
-    cfg_g = SentenceTaskConfig(fine=False, emb=4, vectors="v.txt", oov="gaussian")
-    emb_g = SentenceTask(cfg_g, tmp_path, examples=ex).build_model(RNNReaderConfig(hidden=5)).embedding
+    emb_g = sentence_task(tmp_path, ex, RNNReaderConfig(hidden=5), data, emb=4, oov="gaussian").build_model().embedding
     assert emb_g.weight[v.id("zzz")].abs().sum() > 0
     assert torch.equal(emb_g.weight[v.id("good")], emb.weight[v.id("good")])
     with pytest.raises(MemreadError, match="4 dimensions|dimensions"):
-        SentenceTask(SentenceTaskConfig(emb=6, vectors="v.txt"), tmp_path, examples=ex).build_model(RNNReaderConfig(hidden=5))
-    with pytest.raises(MemreadError, match="task.vectors"):
-        SentenceTask(SentenceTaskConfig(emb=4, vectors="missing.txt"), tmp_path, examples=ex)
+        sentence_task(tmp_path, ex, RNNReaderConfig(hidden=5), SSTConfig(vectors="v.txt"), emb=6).build_model()
+    with pytest.raises(MemreadError, match="data.vectors"):
+        sentence_task(tmp_path, ex, RNNReaderConfig(hidden=5), SSTConfig(vectors="missing.txt"), emb=4)
 
 
 def test_first_epoch_scale_and_freeze():
@@ -90,7 +114,9 @@ def test_first_epoch_scale_and_freeze():
     assert torch.all(grads(0.0, 0)[1:3] == 0)  # SNLI LSTMN: only OOV rows move in the first epoch
     assert grads(1.0, 0, freeze=True) is False
     with pytest.raises(MemreadError, match="first_epoch_scale"):
-        SentenceTaskConfig(freeze=True, first_epoch_scale=0.35)
+        MLPHeadConfig(freeze=True, first_epoch_scale=0.35)
+    with pytest.raises(MemreadError, match="first_epoch_scale"):
+        PairHeadConfig(freeze=True, first_epoch_scale=0.0)
 
 
 def test_pool_ignores_padding():
@@ -101,16 +127,18 @@ def test_pool_ignores_padding():
     assert pool(states, mask, "max").flatten().tolist() == [3.0, 6.0]
 
 
-def _train(task, reader_cfg, steps, lr=0.01, batch=16):
-    torch.manual_seed(0)
-    model = task.build_model(reader_cfg)
+def _train(task, steps, lr=0.01, batch=16):
+    """Adam on the task's training batches (the loop's first-epoch signal each epoch), then the test metrics."""
+    model = task.build_model(0)
+    criterion = task.build_criterion(model)
     opt = torch.optim.Adam([p for p in model.parameters() if p.requires_grad], lr=lr)
     epoch = 0
     done = 0
     while done < steps:
+        set_epoch(model, epoch)
         for b in task.batches("train", batch, epoch, seed=1):
             model.train()
-            loss = model(b).loss
+            loss = criterion(model(b), b).value
             opt.zero_grad()
             loss.backward()
             opt.step()
@@ -122,16 +150,16 @@ def _train(task, reader_cfg, steps, lr=0.01, batch=16):
     stats = {}
     with torch.no_grad():
         for b in task.batches("test", 64):
-            for k, v in model(b).stats.items():
+            for k, v in criterion(model(b), b).stats.items():
                 stats[k] = stats.get(k, 0.0) + float(v)
-    return task.summarize(stats)
+    return criterion.summarize(stats)
 
 
 @pytest.mark.parametrize("reader", [RNNReaderConfig(hidden=16), NSEConfig(hidden=16)])
 def test_tiny_sentence_classifier_learns(tmp_path, reader):
     ex = {"train": sentiment(400, 0), "valid": sentiment(50, 1), "test": sentiment(100, 2)}
-    task = SentenceTask(SentenceTaskConfig(fine=False, emb=16, mlp=16, dropout=0.0, pool="mean"), tmp_path, examples=ex)
-    assert _train(task, reader, 120)["accuracy"] >= 0.95
+    task = sentence_task(tmp_path, ex, reader, emb=16, mlp=16, dropout=0.0, pool="mean")
+    assert _train(task, 120)["accuracy"] >= 0.95
 
 
 def entailment(n: int, seed: int) -> list[PairExample]:
@@ -157,17 +185,19 @@ def entailment(n: int, seed: int) -> list[PairExample]:
                                             ("mma", NSEConfig(hidden=16)), ("mma_attention", NSEConfig(hidden=16))])
 def test_tiny_pair_classifier_learns(tmp_path, encoder, reader):
     ex = {"train": entailment(600, 0), "valid": entailment(50, 1), "test": entailment(150, 2)}
-    task = PairTask(PairTaskConfig(encoder=encoder, emb=16, mlp=32, dropout=0.0, pool="mean"), tmp_path, examples=ex)
-    assert _train(task, reader, 200)["accuracy"] >= 0.9
+    task = pair_task(tmp_path, ex, reader, encoder=encoder, emb=16, mlp=32, dropout=0.0, pool="mean")
+    assert _train(task, 200)["accuracy"] >= 0.9
 
 
 def test_mma_needs_nse_and_uses_the_first_memory(tmp_path):
     ex = {s: entailment(8, i) for i, s in enumerate(("train", "valid", "test"))}
     with pytest.raises(MemreadError, match="reader.name"):
-        PairTask(PairTaskConfig(encoder="mma", emb=8), tmp_path, examples=ex).build_model(RNNReaderConfig(hidden=8))
-    task = PairTask(PairTaskConfig(encoder="mma_attention", emb=8, mlp=8), tmp_path, examples=ex)
-    torch.manual_seed(0)
-    model = task.build_model(NSEConfig(hidden=8)).double().eval()
+        pair_task(tmp_path, ex, RNNReaderConfig(hidden=8), encoder="mma", emb=8)
+    raw = {"data": {"name": "snli"}, "reader": {"name": "lstm", "hidden": 8}, "head": {"name": "pair", "encoder": "mma"}}
+    with pytest.raises(MemreadError, match=r"exp.toml: head.encoder = 'mma' needs a reader with shared_memory.*reader.name = 'lstm'.*nse"):
+        experiment_from_dict(raw, "exp.toml")
+    task = pair_task(tmp_path, ex, NSEConfig(hidden=8), encoder="mma_attention", emb=8, mlp=8)
+    model = task.build_model(0).double().eval()
     b = task.batches("test", 8)[0]
     enc = model.encode(b)
     assert torch.allclose(enc.attention.sum(-1), torch.ones(len(b["label"]), dtype=torch.float64))
@@ -179,9 +209,8 @@ def test_mma_needs_nse_and_uses_the_first_memory(tmp_path):
 @pytest.mark.parametrize("encoder,reader", [("two", RNNReaderConfig(hidden=6)), ("mma_attention", NSEConfig(hidden=6))])
 def test_pair_alone_equals_pair_in_padded_batch(tmp_path, encoder, reader):
     ex = {s: entailment(12, i) for i, s in enumerate(("train", "valid", "test"))}
-    task = PairTask(PairTaskConfig(encoder=encoder, emb=6, mlp=8), tmp_path, examples=ex)
-    torch.manual_seed(0)
-    model = task.build_model(reader).double().eval()
+    task = pair_task(tmp_path, ex, reader, encoder=encoder, emb=6, mlp=8)
+    model = task.build_model(0).double().eval()
     batch = task.batches("test", 12)[0]
     full = model(batch).logits
     for i in range(len(batch["label"])):
@@ -209,18 +238,19 @@ def test_wikiqa_statistics_equal_map_mrr_of_all_scores(tmp_path):
         for y in labels:
             ex.append(PairExample(("what", f"w{q}"), (f"w{rng.randrange(9)}", "is"), y))
             questions.append(q)
-    task = PairTask(PairTaskConfig(dataset="wikiqa", emb=6, mlp=8), tmp_path, examples={"train": ex, "valid": ex, "test": ex})
-    task._questions["test"] = questions
-    torch.manual_seed(0)
-    model = task.build_model(RNNReaderConfig(hidden=6)).eval()
+    task = pair_task(tmp_path, {"train": ex, "valid": ex, "test": ex}, RNNReaderConfig(hidden=6), WikiQAConfig(),
+                     questions={"test": questions}, emb=6, mlp=8)
+    model = task.build_model(0).eval()
+    criterion = task.build_criterion(model)
+    assert criterion.selection_metric == "map"
     stats, scores = {}, []
     with torch.no_grad():
         for b in task.batches("test", 4):
             out = model(b)
             scores.extend(out.logits.tolist())
-            for k, v in out.stats.items():
+            for k, v in criterion(out, b).stats.items():
                 stats[k] = stats.get(k, 0.0) + float(v)
-    got = task.summarize(stats)
+    got = criterion.summarize(stats)
     per_q = {}
     for s, e, q in zip(scores, ex, questions):
         per_q.setdefault(q, ([], []))
@@ -229,3 +259,74 @@ def test_wikiqa_statistics_equal_map_mrr_of_all_scores(tmp_path):
     want = metrics.map_mrr(per_q.values())
     assert got["questions"] == want["questions"] > 0
     assert got["map"] == pytest.approx(want["map"]) and got["mrr"] == pytest.approx(want["mrr"])
+
+
+# ------------------------------------------------------------------ the experiment file: sections and the earlier [task] form
+
+OLD_SST = {"name": "classify", "dataset": "sst", "fine": True, "phrases": False, "emb": 300, "vectors": "", "oov": "zero",
+           "freeze": False, "first_epoch_scale": 1.0, "lowercase": True, "emb_dropout": 0.0, "pool": "mean", "mlp": 300,
+           "dropout": 0.5, "min_count": 1, "bucket": 0}  # every key, as a run directory's config.json wrote it
+
+
+def test_earlier_task_tables_translate_into_sections():
+    cfg = experiment_from_dict({"task": dict(OLD_SST, fine=False, emb=50, pool="last"), "reader": {"name": "lstm"}}, "run")
+    assert cfg.data == SSTConfig(fine=False) and cfg.head == MLPHeadConfig(emb=50, pool="last")
+    assert cfg.criterion == CrossEntropyConfig() and cfg.task == "classify" and cfg.data.outputs == 2
+    old = {"name": "pair", "dataset": "wikiqa", "encoder": "mma_attention", "vectors": "g.txt", "bucket": 4, "mlp": 8}
+    cfg = experiment_from_dict({"task": old, "reader": {"name": "nse"}}, "run")
+    assert cfg.data == WikiQAConfig(vectors="g.txt", bucket=4) and cfg.criterion == AnswerSelectionConfig()
+    assert cfg.head == PairHeadConfig(encoder="mma_attention", mlp=8) and cfg.data.outputs == 1
+    cfg = experiment_from_dict({"task": {"name": "pair", "features": "concat"}, "reader": {"name": "lstm"}}, "run")
+    assert cfg.data == SNLIConfig() and cfg.criterion == CrossEntropyConfig() and cfg.head.features == "concat"
+    with pytest.raises(MemreadError, match="run: unknown key 'task.window'"):
+        experiment_from_dict({"task": {"name": "classify", "window": 3}, "reader": {"name": "lstm"}}, "run")
+    with pytest.raises(MemreadError, match="task.dataset"):
+        experiment_from_dict({"task": {"name": "pair", "dataset": "sst"}, "reader": {"name": "lstm"}}, "run")
+
+
+@pytest.mark.parametrize("raw, message", [
+    ({"data": {"name": "sst", "pool": "mean"}, "head": {"name": "mlp"}}, "unknown key 'data.pool'"),
+    ({"data": {"name": "sst"}, "head": {"name": "mlp", "vectors": "g.txt"}}, "unknown key 'head.vectors'"),
+    ({"data": {"name": "snli", "fine": True}, "head": {"name": "pair"}}, "unknown key 'data.fine'"),
+    ({"data": {"name": "sst"}, "head": {"name": "mlp", "encoder": "two"}}, "unknown key 'head.encoder'"),
+    ({"data": {"name": "sst"}, "head": {"name": "pair"}}, "head 'pair' does not serve 'classify' data"),
+    ({"data": {"name": "snli"}, "head": {"name": "mlp"}}, "head 'mlp' does not serve 'pair' data"),
+    ({"data": {"name": "sst"}, "head": {"name": "mlp"}, "criterion": {"name": "answer_selection"}}, "does not serve 'classify'"),
+    ({"data": {"name": "wikiqa"}, "head": {"name": "pair"}, "criterion": {"name": "cross_entropy"}},
+     "criterion 'cross_entropy' does not fit data 'wikiqa' .one relevance score per candidate.; use criterion.name = 'answer_selection'"),
+    ({"data": {"name": "snli"}, "head": {"name": "pair"}, "criterion": {"name": "answer_selection"}},
+     "criterion 'answer_selection' does not fit data 'snli' .3 classes.; use criterion.name = 'cross_entropy'"),
+    ({"data": {"name": "snli"}, "head": {"name": "pair", "encoder": "deep_fusion"}},
+     "head.encoder = 'deep_fusion' needs a reader with memory_tape .*reader.name = 'lstm' has none .use one of lstmn."),
+    ({"data": {"name": "sst"}, "head": {"name": "mlp", "dropout": 1.0}}, "head.dropout must be in"),
+])
+def test_sections_are_airtight(raw, message):
+    with pytest.raises(MemreadError, match=message):
+        experiment_from_dict({"reader": {"name": "lstm"}, **raw}, "exp.toml")
+
+
+def test_dataset_default_criteria():
+    for data, criterion in (("sst", "cross_entropy"), ("snli", "cross_entropy"), ("wikiqa", "answer_selection")):
+        head = "mlp" if data == "sst" else "pair"
+        cfg = experiment_from_dict({"data": {"name": data}, "reader": {"name": "lstm"}, "head": {"name": head}}, "exp")
+        assert cfg.criterion.name == criterion
+
+
+def test_the_loop_epoch_reaches_the_embedding(tmp_path):
+    """Batches carry no epoch: the loop's set_epoch tells the embedding (first_epoch_scale = 0: pretrained
+    rows frozen in epoch 0 only)."""
+    write_vectors(tmp_path / "v.txt", ["good", "bad"], dim=4)
+    ex = {s: sentiment(16, i) for i, s in enumerate(("train", "valid", "test"))}
+    task = sentence_task(tmp_path, ex, RNNReaderConfig(hidden=5), SSTConfig(fine=False, vectors="v.txt"), emb=4,
+                         first_epoch_scale=0.0)
+    model = task.build_model(0)
+    criterion = task.build_criterion(model)
+    b = task.batches("train", 16, 0, 1)[0]
+    assert "epoch" not in b
+    rows = model.embedding.pretrained.nonzero().flatten()
+    assert len(rows) == 2
+    for epoch, frozen in ((0, True), (1, False)):
+        set_epoch(model, epoch)
+        model.zero_grad()
+        criterion(model(b), b).value.backward()
+        assert bool((model.embedding.weight.grad[rows] == 0).all()) == frozen

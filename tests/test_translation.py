@@ -1,7 +1,6 @@
 """Translation: IWSLT14 reading, the encoder-decoder models, incremental decoding, beam search, BLEU and
 the translate/bleu commands."""
 
-import dataclasses
 import json
 import random
 import subprocess
@@ -12,32 +11,36 @@ import torch
 
 from conftest import subprocess_env
 from memread.bleu import corpus_bleu
+from memread.config import experiment_from_dict, upgrade
+from memread.criteria.translation import TokenNLL
 from memread.data.iwslt import TranslationPair, iwslt_path, read_iwslt
-from memread.decoding import beam_search, greedy
+from memread.data.pipelines.translation import IWSLT14Config, TranslationPipeline, joint_vocab, split_vocab
+from memread.decoding import beam_search, greedy, translate
 from memread.errors import MemreadError
-from memread.readers.lstmn import LSTMNConfig
-from memread.readers.nse import NSEConfig
 from memread.readers.nse_decoder import NSEDecoder, NSEDecoderConfig
-from memread.readers.rnn import RNNReaderConfig
-from memread.tasks.translation import TranslationTask, TranslationTaskConfig, joint_vocab, split_vocab
+from memread.tasks import Task
 
-# (task.model, reader config, input feeding)
+# the NSE and LSTMN papers' models: (head, [reader], other head keys)
 MODELS = {
-    "lstm-lstm": ("lstm-lstm", RNNReaderConfig(hidden=8, layers=2), False),
-    "lstm-lstm-feed": ("lstm-lstm", RNNReaderConfig(hidden=8, layers=2), True),
-    "nse-lstm": ("nse-lstm", NSEConfig(hidden=8), False),
-    "nse-nse": ("nse-nse", NSEConfig(hidden=8), False),
-    "lstmn-shallow": ("lstmn-shallow", LSTMNConfig(hidden=8), False),
-    "lstmn-deep": ("lstmn-deep", LSTMNConfig(hidden=8, layers=2), False),
+    "lstm-lstm": ("attention_decoder", {"name": "lstm", "hidden": 8, "layers": 2}, {}),
+    "lstm-lstm-feed": ("attention_decoder", {"name": "lstm", "hidden": 8, "layers": 2}, {"input_feeding": True}),
+    "nse-lstm": ("attention_decoder", {"name": "nse", "hidden": 8}, {}),
+    "nse-nse": ("nse_decoder", {"name": "nse", "hidden": 8}, {}),
+    "lstmn-shallow": ("lstmn_shallow", {"name": "lstmn", "hidden": 8}, {}),
+    "lstmn-deep": ("lstmn_deep", {"name": "lstmn", "hidden": 8, "layers": 2}, {}),
 }
+CRITERION = TokenNLL()
 
 
-def tiny(fixtures, name, **task):
-    model, reader, feed = MODELS[name]
-    cfg = TranslationTaskConfig(model=model, emb=6, tgt_emb=7, input_feeding=feed, **task)
-    t = TranslationTask(cfg, fixtures)
-    torch.manual_seed(0)
-    return t, t.build_model(reader)
+def experiment(head: str, reader: dict, data: dict | None = None, **head_keys):
+    return experiment_from_dict({"data": {"name": "iwslt14", **(data or {})}, "reader": reader,
+                                 "head": {"name": head, **head_keys}}, "test")
+
+
+def tiny(fixtures, name, **data):
+    head, reader, keys = MODELS[name]
+    task = Task(experiment(head, reader, data, emb=6, tgt_emb=7, **keys), fixtures)
+    return task, task.build_model(seed=0)
 
 
 # ----------------------------------------------------------------------------- data
@@ -84,35 +87,72 @@ def test_real_iwslt_counts_and_filter(real_data):
         assert 0 < dropped < n and len(kept) + dropped == n
         assert all(len(p.source) <= 25 and len(p.target) <= 25 for p in kept)
         assert max(len(p.source) for p in pairs) > 25  # the unfiltered split has longer sentences
-    task = TranslationTask(TranslationTaskConfig(), root)
-    train, dev = task.pairs("train"), task.pairs("valid")
+    data = TranslationPipeline(IWSLT14Config(), root)
+    train, dev = data.pairs("train"), data.pairs("valid")
     assert max(p.line for p in train) < min(p.line for p in dev) and min(p.line for p in dev) > 6969 * 0.89
 
 
 def test_splits_hold_out_the_end_of_the_valid_file(fixtures):
-    task = TranslationTask(TranslationTaskConfig(), fixtures)
-    train, dev, test = task.pairs("train"), task.pairs("valid"), task.pairs("test")
+    data = TranslationPipeline(IWSLT14Config(), fixtures)
+    train, dev, test = data.pairs("train"), data.pairs("valid"), data.pairs("test")
     assert [p.line for p in dev] == [19, 20] and max(p.line for p in train) == 18 and len(train) == 17
     assert len(test) == 5 and test[0].target == ("danke", ".")
-    src, tgt = split_vocab(task.vocab)
-    assert src.itos == task.src_vocab.itos and tgt.itos == task.tgt_vocab.itos
+    src, tgt = split_vocab(data.vocab)
+    assert src.itos == data.src_vocab.itos and tgt.itos == data.tgt_vocab.itos
     assert split_vocab(joint_vocab(src, tgt))[1].itos == tgt.itos
     assert "dank" in tgt and "geschichte" in tgt and "danke" not in tgt  # training words only
     with pytest.raises(MemreadError, match="test split would be training data"):
-        TranslationTaskConfig(train_file="valid", test_file="valid")
+        IWSLT14Config(train_file="valid", test_file="valid")
     with pytest.raises(MemreadError, match="dev_fraction"):
-        TranslationTaskConfig(dev_fraction=0.0)
+        IWSLT14Config(dev_fraction=0.0)
 
 
 def test_glove_source_rows_are_fixed(fixtures, tmp_path):
     (tmp_path / "v.txt").write_text("the 1 0 0\nworld 0 1 0\ndanke 0 0 1\n")
-    cfg = TranslationTaskConfig(emb=3, tgt_emb=4, vectors=str(tmp_path / "v.txt"), freeze=True)
-    task = TranslationTask(cfg, fixtures)
-    model = task.build_model(RNNReaderConfig(hidden=4, layers=1))
+    data = {"vectors": str(tmp_path / "v.txt")}
+    task = Task(experiment("attention_decoder", {"name": "lstm", "hidden": 4, "layers": 1}, data, emb=3, tgt_emb=4,
+                           freeze=True), fixtures)
+    model = task.build_model()
     w = model.src_embedding.weight
-    assert not w.requires_grad and w[task.src_vocab.id("world")].tolist() == [0.0, 1.0, 0.0]
-    with pytest.raises(MemreadError, match="reader.name = 'nse'"):
-        TranslationTask(dataclasses.replace(cfg, model="nse-nse"), fixtures).build_model(RNNReaderConfig(hidden=4))
+    assert not w.requires_grad and w[task.data.src_vocab.id("world")].tolist() == [0.0, 1.0, 0.0]
+    with pytest.raises(MemreadError, match=r"head.emb is 5; set head.emb = 3"):
+        Task(experiment("attention_decoder", {"name": "lstm", "hidden": 4}, data, emb=5), fixtures).build_model()
+    with pytest.raises(MemreadError, match="head.freeze = true needs data.vectors"):
+        experiment("attention_decoder", {"name": "lstm", "hidden": 4}, freeze=True)
+
+
+# ----------------------------------------------------------------------------- the parts that must fit
+
+
+def test_each_head_takes_only_its_own_keys_and_the_encoder_it_can_read():
+    with pytest.raises(MemreadError, match=r"unknown key 'head.decoder_layers'"):
+        experiment("nse_decoder", {"name": "nse", "hidden": 4}, decoder_layers=2)
+    with pytest.raises(MemreadError, match=r"unknown key 'head.input_feeding'"):
+        experiment("lstmn_deep", {"name": "lstmn", "hidden": 4}, input_feeding=True)
+    with pytest.raises(MemreadError, match=r"head 'lstmn_deep' reads the encoder's memory tape; reader 'lstm'.*lstmn"):
+        experiment("lstmn_deep", {"name": "lstm", "hidden": 4})
+    with pytest.raises(MemreadError, match=r"head 'nse_decoder' .*reader 'kv'"):  # no memory (and no layers)
+        experiment("nse_decoder", {"name": "kv", "hidden": 4})
+    with pytest.raises(MemreadError, match=r"reader.shared = 0"):
+        experiment("attention_decoder", {"name": "nse", "hidden": 4, "shared": 1})
+    with pytest.raises(MemreadError, match=r"head 'lm' does not serve 'translate' data"):
+        experiment_from_dict({"data": {"name": "iwslt14"}, "reader": {"name": "lstm"}, "head": {"name": "lm"}}, "test")
+
+
+@pytest.mark.parametrize("model, head", [("lstm-lstm", "attention_decoder"), ("nse-lstm", "attention_decoder"),
+                                         ("nse-nse", "nse_decoder"), ("lstmn-shallow", "lstmn_shallow"),
+                                         ("lstmn-deep", "lstmn_deep")])
+def test_the_earlier_task_table_upgrades(model, head):
+    raw = upgrade({"task": {"name": "translate", "model": model, "emb": 50, "vectors": "v.txt", "max_len": 20,
+                            "decoder_layers": 2}, "reader": {"name": "nse"}}, "old.toml")
+    assert raw["data"] == {"name": "iwslt14", "vectors": "v.txt", "max_len": 20}
+    assert raw["head"]["name"] == head and raw["head"]["emb"] == 50 and raw["criterion"] == {"name": "token_nll"}
+    assert ("decoder_layers" in raw["head"]) == (head == "attention_decoder")
+    if head != "attention_decoder":  # an LSTM-decoder key set away from its default does not apply
+        with pytest.raises(MemreadError, match=r"'task.decoder_layers' does not apply"):
+            upgrade({"task": {"name": "translate", "model": model, "decoder_layers": 3}}, "old.toml")
+    with pytest.raises(MemreadError, match=r"unknown key 'task.beam'"):
+        upgrade({"task": {"name": "translate", "model": model, "beam": 3}}, "old.toml")
 
 
 # ----------------------------------------------------------------------------- models
@@ -143,7 +183,7 @@ def test_decoder_never_sees_future_target_words(fixtures, name):
     model.double().eval()
     batch = task.batches("train", 4)[0]
     changed = dict(batch, tgt_in=batch["tgt_in"].clone())
-    changed["tgt_in"][:, 3:] = (changed["tgt_in"][:, 3:] + 5) % len(task.tgt_vocab)
+    changed["tgt_in"][:, 3:] = (changed["tgt_in"][:, 3:] + 5) % len(task.data.tgt_vocab)
     a, b = model(batch).logits, model(changed).logits
     torch.testing.assert_close(a[:, :3], b[:, :3])
     assert not torch.allclose(a[:, 3:], b[:, 3:])
@@ -154,9 +194,10 @@ def test_every_parameter_gets_a_gradient_and_shapes(fixtures, name):
     task, model = tiny(fixtures, name)
     batch = task.batches("train", 5)[0]
     out = model(batch)
+    loss = CRITERION(out, batch)
     B, T = batch["tgt_in"].shape
-    assert out.logits.shape == (B, T, len(task.tgt_vocab)) and out.stats["tokens"] == batch["tgt_mask"].sum()
-    out.loss.backward()
+    assert out.logits.shape == (B, T, len(task.data.tgt_vocab)) and loss.stats["tokens"] == batch["tgt_mask"].sum()
+    loss.value.backward()
     missing = [n for n, p in model.named_parameters() if p.requires_grad and (p.grad is None or not p.grad.abs().sum())]
     assert not missing
 
@@ -211,21 +252,21 @@ def toy_pairs(n, rng, reverse, lengths):
 def test_tiny_task_learns_and_decodes(fixtures, name, reverse, lengths, epochs, share):
     rng = random.Random(0)
     pairs = {s: toy_pairs(n, rng, reverse, lengths) for s, n in (("train", 400), ("valid", 10), ("test", 40))}
-    model_name, reader, _ = MODELS[name]
-    cfg = TranslationTaskConfig(model=model_name, emb=16, tgt_emb=16, input_dropout=0.0, output_dropout=0.0)
-    task = TranslationTask(cfg, fixtures, pairs=pairs)
-    torch.manual_seed(0)
-    model = task.build_model(dataclasses.replace(reader, hidden=32))
+    head, reader, _ = MODELS[name]
+    cfg = experiment(head, {**reader, "hidden": 32}, emb=16, tgt_emb=16, input_dropout=0.0, output_dropout=0.0)
+    task = Task(cfg, fixtures, data=TranslationPipeline(cfg.data, fixtures, pairs=pairs))
+    model = task.build_model(seed=0)
+    criterion = task.build_criterion(model)
     opt = torch.optim.Adam(model.parameters(), lr=0.01)
     for epoch in range(epochs):
         for batch in task.batches("train", 32, epoch=epoch):
             opt.zero_grad()
-            model(batch).loss.backward()
+            criterion(model(batch), batch).value.backward()
             opt.step()
     sources = [list(p.source) for p in pairs["test"]]
     want = [list(p.target) for p in pairs["test"]]
     for beam in (1, 3):
-        got = task.translate(model, sources, beam=beam, max_len=8, batch_size=16)
+        got = translate(model, task.data, sources, beam=beam, max_len=8, batch_size=16)
         assert sum(g == w for g, w in zip(got, want)) >= share * len(want), (beam, got[:3], want[:3])
 
 
@@ -293,8 +334,8 @@ def test_cli_train_translate_bleu(tmp_path, fixtures):
     other = tmp_path / "other"
     other.mkdir()
     raw = json.loads((run / "config.json").read_text())
-    raw["task"] = {"name": "classify"}
-    raw["reader"] = {"name": "lstm"}
+    assert raw["data"]["name"] == "iwslt14" and raw["head"]["name"] == "nse_decoder"  # the run wrote the new form
+    raw = {"data": {"name": "ptb"}, "reader": {"name": "lstm"}, "head": {"name": "lm"}, "train": raw["train"]}
     (other / "config.json").write_text(json.dumps(raw))
     r = memread("translate", other, data_root=fixtures)
     assert r.returncode == 2 and "needs a translation run" in r.stderr and len(r.stderr.strip().splitlines()) == 1

@@ -165,8 +165,8 @@ def _trained_lm(args: argparse.Namespace, run_dir: str):
     from memread.experiment import load_trained
 
     cfg, task, model = load_trained(Path(run_dir), data_root(args.data_root), args.checkpoint)
-    if cfg.task.name != "lm":
-        raise MemreadError(f"{run_dir}: a {cfg.task.name!r} run; {args.command} needs a language model (task.name = \"lm\")")
+    if cfg.task != "lm":
+        raise MemreadError(f"{run_dir}: a {cfg.task!r} run (data.name = {cfg.data.name!r}); {args.command} needs a language model")
     return cfg, task, model
 
 
@@ -195,7 +195,7 @@ def cmd_attention_span(args: argparse.Namespace) -> int:
             print(f"{name}: its history starts empty, so there is no per-token window picture; use memread attend",
                   file=sys.stderr)
             continue
-        where = f"document {args.document}" if cfg.task.documents else "stream start"
+        where = f"document {args.document}" if getattr(cfg.data, "documents", False) else "stream start"
         pictures.append(out / f"attention_document_{name}.png")
         document_png(words, weights, pictures[-1], title=f"{name}\n{args.split}, {where}, {len(words)} tokens")
     print(position_table(rows))
@@ -223,8 +223,8 @@ def _trained_translator(args: argparse.Namespace):
 
     run_dir = Path(args.run_dir)
     cfg = read_run_config(run_dir)
-    if cfg.task.name != "translate":
-        raise MemreadError(f"{run_dir}: a {cfg.task.name!r} run; {args.command} needs a translation run (task.name = \"translate\")")
+    if cfg.task != "translate":
+        raise MemreadError(f"{run_dir}: a {cfg.task!r} run (data.name = {cfg.data.name!r}); {args.command} needs a translation run")
     return load_trained(run_dir, data_root(args.data_root), args.checkpoint)
 
 
@@ -242,22 +242,25 @@ def _check_decoding(args: argparse.Namespace) -> None:
 
 
 def cmd_translate(args: argparse.Namespace) -> int:
+    from memread.decoding import translate
+
     _check_decoding(args)
     _, task, model = _trained_translator(args)
     sources = [line.lower().split() for line in sys.stdin.read().splitlines()]
-    for words in task.translate(model, sources, args.beam, args.alpha, args.max_len, args.batch_size):
+    for words in translate(model, task.data, sources, args.beam, args.alpha, args.max_len, args.batch_size):
         print(" ".join(words))
     return 0
 
 
 def cmd_bleu(args: argparse.Namespace) -> int:
     from memread.bleu import corpus_bleu
+    from memread.decoding import translate
 
     _check_decoding(args)
     _, task, model = _trained_translator(args)
-    pairs = task.pairs(args.split)
-    hyps = [" ".join(w) for w in task.translate(model, [list(p.source) for p in pairs], args.beam, args.alpha,
-                                                  args.max_len, args.batch_size)]
+    pairs = task.data.pairs(args.split)
+    hyps = [" ".join(w) for w in translate(model, task.data, [list(p.source) for p in pairs], args.beam, args.alpha,
+                                             args.max_len, args.batch_size)]
     result = corpus_bleu(hyps, [" ".join(p.target) for p in pairs])
     record = {"run_dir": args.run_dir, "split": args.split, "checkpoint": args.checkpoint, "beam": args.beam,
               "alpha": args.alpha, "max_len": args.max_len, **result.to_dict()}

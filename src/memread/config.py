@@ -1,16 +1,22 @@
 """Typed experiment configs read from TOML.
 
-An experiment file has three sections::
+An experiment is data + reader + head + criterion + train, one section each::
 
-    [task]          # which task, its data and its head   (validated by the task's config class)
-    name = "lm"
-    [reader]        # which reader and its sizes           (validated by the reader's config class)
+    [data]          # memread.data.pipelines.DATASETS: the corpus, its vocabulary and batching
+    name = "ptb"
+    [reader]        # memread.readers.READERS: the reader and its sizes
     name = "lstm"
-    [train]         # the one training loop's settings     (TrainConfig below)
+    [head]          # memread.heads.HEADS: what surrounds the reader (embeddings, output layers, decoder)
+    name = "lm"
+    [criterion]     # memread.criteria.CRITERIA: the loss and metrics (optional: the dataset's default)
+    name = "lm_nll"
+    [train]         # the one training loop's settings (TrainConfig below)
 
-Every section is a dataclass. An unknown key or a value of the wrong type is rejected with a
-:class:`MemreadError` naming the file and the key (``train.lr``); ``--set train.lr=0.5`` overrides
-a value after the file is read and is checked the same way.
+Every section is a dataclass chosen by its ``name``; a key the chosen class does not have is rejected,
+as is a value of the wrong type or a head or criterion that does not serve the dataset's task, with a
+:class:`MemreadError` naming the file and the key (``train.lr``); ``--set train.lr=0.5`` overrides a
+value after the file is read and is checked the same way. Experiment files (and run directories) of
+the earlier ``[task]`` form are translated on reading (:func:`upgrade`).
 """
 
 from __future__ import annotations
@@ -20,7 +26,7 @@ import json
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 from memread.errors import MemreadError
 from memread.typed import _coerce, _type_name, from_dict, parse_override, parse_settings  # noqa: F401 (re-exported)
@@ -56,20 +62,34 @@ class TrainConfig:
     tensorboard: bool = False  # also log to TensorBoard (needs the `tensorboard` extra)
 
 
+class SectionConfig(Protocol):
+    """Any registered section's dataclass: a reader's, a dataset's, a head's or a criterion's."""
+
+    name: str
+
+
+SECTIONS = ("data", "reader", "head", "criterion", "train")
+
+
 @dataclass
 class ExperimentConfig:
-    """A whole experiment: the task section, the reader section and the training section."""
+    """A whole experiment: data, reader, head, criterion and the training loop's settings."""
 
-    task: Any
-    reader: Any
+    data: SectionConfig
+    reader: SectionConfig
+    head: SectionConfig
+    criterion: SectionConfig
     train: TrainConfig = field(default_factory=TrainConfig)
 
+    @property
+    def task(self) -> str:
+        """The task shape the dataset feeds ("lm", "cloze", ...)."""
+        from memread.data.pipelines import DATASETS
+
+        return DATASETS[self.data.name].task
+
     def to_dict(self) -> dict:
-        return {
-            "task": dataclasses.asdict(self.task),
-            "reader": dataclasses.asdict(self.reader),
-            "train": dataclasses.asdict(self.train),
-        }
+        return {k: dataclasses.asdict(getattr(self, k)) for k in SECTIONS}
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), indent=2, sort_keys=True)
@@ -78,28 +98,74 @@ class ExperimentConfig:
 # ----------------------------------------------------------------------------- experiment files
 
 
-def experiment_from_dict(raw: dict, where: str) -> ExperimentConfig:
-    """Validate a raw ``{task, reader, train}`` mapping against the registries' config classes."""
-    from memread.readers import READERS
+def upgrade(raw: dict, where: str) -> dict:
+    """An experiment of the earlier form (``[task]``, ``[reader]``, ``[train]``) as data, head and criterion
+    sections, by its task's translation (:data:`memread.tasks.TASKS`); a new-form experiment as it is."""
+    if "task" not in raw:
+        return raw
     from memread.tasks import TASKS
 
     for key in raw:
+        if key in SECTIONS and key not in ("reader", "train"):
+            raise MemreadError(f"{where}: [task] (the earlier form) and [{key}] cannot mix; set the new sections' "
+                               f"keys (data.KEY, head.KEY, criterion.KEY)")
         if key not in ("task", "reader", "train"):
-            raise MemreadError(f"{where}: unknown section '{key}' (known: task, reader, train)")
-    task_raw = dict(raw.get("task", {}))
-    reader_raw = dict(raw.get("reader", {}))
-    task_name = task_raw.get("name")
-    if task_name not in TASKS:
-        raise MemreadError(f"{where}: key 'task.name' must be one of {sorted(TASKS)}, got {task_name!r}")
-    reader_name = reader_raw.get("name")
-    if reader_name not in READERS:
-        raise MemreadError(
-            f"{where}: key 'reader.name' must be one of {sorted(READERS)}, got {reader_name!r}"
-        )
-    task_cfg = from_dict(TASKS[task_name].Config, task_raw, "task", where)
-    reader_cfg = from_dict(READERS[reader_name].Config, reader_raw, "reader", where)
-    train_cfg = from_dict(TrainConfig, dict(raw.get("train", {})), "train", where)
-    return ExperimentConfig(task=task_cfg, reader=reader_cfg, train=train_cfg)
+            raise MemreadError(f"{where}: unknown section '{key}' beside [task] (known: task, reader, train)")
+    task = raw["task"]
+    if not isinstance(task, dict):
+        raise MemreadError(f"{where}: 'task' must be a table, got {task!r}")
+    name = task.get("name")
+    if name not in TASKS:
+        raise MemreadError(f"{where}: key 'task.name' must be one of {sorted(TASKS)}, got {name!r}")
+    rest = {k: v for k, v in raw.items() if k != "task"}
+    return {**TASKS[name].upgrade(dict(task), where), **rest}
+
+
+def _section(raw: dict, section: str, registry: dict, where: str, default: str | None = None) -> Any:
+    table = raw.get(section, {} if default else None)
+    if table is None:
+        raise MemreadError(f"{where}: missing section [{section}] (its 'name' is one of {sorted(registry)})")
+    if not isinstance(table, dict):
+        raise MemreadError(f"{where}: '{section}' must be a table, got {table!r}")
+    table = dict(table)
+    if default and "name" not in table:
+        table["name"] = default
+    name = table.get("name")
+    if name not in registry:
+        raise MemreadError(f"{where}: key '{section}.name' must be one of {sorted(registry)}, got {name!r}")
+    return from_dict(registry[name].Config, table, section, where)
+
+
+def experiment_from_dict(raw: dict, where: str) -> ExperimentConfig:
+    """Validate a raw ``{data, reader, head, criterion, train}`` mapping (or an earlier ``{task, reader,
+    train}`` one) against the registries' config classes and against each other."""
+    from memread.criteria import CRITERIA
+    from memread.data.pipelines import DATASETS
+    from memread.heads import HEADS
+    from memread.readers import READERS
+    from memread.tasks import TASKS
+
+    raw = upgrade(raw, where)
+    for key in raw:
+        if key not in SECTIONS:
+            raise MemreadError(f"{where}: unknown section '{key}' (known: {', '.join(SECTIONS)})")
+    data = _section(raw, "data", DATASETS, where)
+    task = DATASETS[data.name].task
+    head = _section(raw, "head", HEADS, where)
+    if task not in HEADS[head.name].tasks:
+        fits = sorted(n for n, h in HEADS.items() if task in h.tasks)
+        raise MemreadError(f"{where}: head '{head.name}' does not serve {task!r} data (data.name = {data.name!r}); "
+                           f"heads for it: {', '.join(fits)}")
+    criterion = _section(raw, "criterion", CRITERIA, where, default=DATASETS[data.name].criterion)
+    if task not in CRITERIA[criterion.name].tasks:
+        fits = sorted(n for n, c in CRITERIA.items() if task in c.tasks)
+        raise MemreadError(f"{where}: criterion '{criterion.name}' does not serve {task!r} data; "
+                           f"criteria for it: {', '.join(fits)}")
+    reader = _section(raw, "reader", READERS, where)
+    train = from_dict(TrainConfig, dict(raw.get("train", {})), "train", where)
+    cfg = ExperimentConfig(data=data, reader=reader, head=head, criterion=criterion, train=train)
+    TASKS[task].check(cfg, where)
+    return cfg
 
 
 def apply_overrides(raw: dict, overrides: list[str]) -> dict:
@@ -124,5 +190,7 @@ def load_experiment(path: str | Path, overrides: list[str] = ()) -> ExperimentCo
         raise MemreadError(f"{path}: not valid TOML: {e}") from None
     except UnicodeDecodeError as e:
         raise MemreadError(f"{path}: not UTF-8 text ({e.reason} at byte {e.start})") from None
-    raw = apply_overrides(raw, list(overrides))
+    # --set task.KEY on a file of the earlier form acts before its translation; every other --set after it
+    early = [o for o in overrides if "task" in raw and o.strip().startswith("task.")]
+    raw = apply_overrides(upgrade(apply_overrides(raw, early), str(path)), [o for o in overrides if o not in early])
     return experiment_from_dict(raw, str(path))

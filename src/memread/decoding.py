@@ -1,6 +1,6 @@
 """Greedy decoding and beam search for encoder-decoder models, and the protocols they rely on.
 
-**Decoder protocol** (embedding level; every decoder of :mod:`memread.tasks.translation` implements it:
+**Decoder protocol** (embedding level; every decoder of :mod:`memread.heads.translation` implements it:
 the attention LSTM decoder, :class:`memread.readers.nse_decoder.NSEDecoder`, and the LSTMN fusion
 decoders)::
 
@@ -16,7 +16,7 @@ decoders)::
 ``step`` run over ``y_1 .. y_T`` from ``start`` gives the same outputs as ``forward`` (tests check it in
 float64 for every model).
 
-**Model protocol** (id level; :class:`memread.tasks.translation.Translator`)::
+**Model protocol** (id level; :class:`memread.heads.translation.Translator`)::
 
     model.bos_id, model.eos_id
     state = model.start(src (B, S) ids, src_mask (B, S))
@@ -36,6 +36,9 @@ hypotheses (as fairseq does), and at step ``max_len`` every live hypothesis is e
 (its score is that of the ``eos``-ended hypothesis, so a hypothesis is at most ``max_len`` words). The
 result is the finished hypothesis with the best normalised score. With ``beam = 1`` this is greedy
 decoding exactly.
+
+**Sentences**: :func:`translate` takes words to words through a translation pipeline's vocabularies
+(``data.src_vocab``, ``data.tgt_vocab``), decoding sentences of similar length together.
 """
 
 from __future__ import annotations
@@ -45,6 +48,7 @@ from typing import Any, Protocol
 import torch
 from torch import Tensor
 
+from memread.data.batching import pad
 from memread.errors import MemreadError
 from memread.readers.base import ReaderOutput
 
@@ -154,3 +158,21 @@ def decode(model: Seq2Seq, src: Tensor, src_mask: Tensor, beam: int = 1, max_len
     if beam == 1:
         return greedy(model, src, src_mask, max_len)
     return beam_search(model, src, src_mask, beam, max_len, alpha)
+
+
+@torch.no_grad()
+def translate(model: Seq2Seq, data: Any, sources: list[list[str]], beam: int = 1, alpha: float = 1.0,
+              max_len: int = 50, batch_size: int = 64) -> list[list[str]]:
+    """Source sentences (lists of words) -> translations (lists of target words, without </s>), decoded in
+    batches of similar length with ``data``'s vocabularies; empty sentences give empty translations."""
+    model.eval()
+    device = next(model.parameters()).device
+    out: list[list[str]] = [[] for _ in sources]
+    order = sorted((i for i, s in enumerate(sources) if s), key=lambda i: len(sources[i]))
+    for k in range(0, len(order), batch_size):
+        rows = order[k : k + batch_size]
+        src, src_mask = pad([data.src_vocab.encode(sources[i]) for i in rows], data.src_vocab.pad_id)
+        hyps = decode(model, src.to(device), src_mask.to(device), beam, max_len, alpha)
+        for i, ids in zip(rows, hyps):
+            out[i] = data.tgt_vocab.decode(ids)
+    return out

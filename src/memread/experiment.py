@@ -13,21 +13,20 @@ from typing import Any
 
 import torch
 
-from memread.config import ExperimentConfig, apply_overrides, experiment_from_dict
+from memread.config import ExperimentConfig, apply_overrides, experiment_from_dict, upgrade
 from memread.data.vocab import Vocab
 from memread.errors import MemreadError
-from memread.tasks import TASKS
+from memread.tasks import Task
 from memread.training.checkpoint import check_compatible, load_checkpoint, load_model_state
 from memread.training.loop import Trainer, evaluate
 
 
-def build_task(cfg: ExperimentConfig, data_root: Path, vocab: Vocab | None = None) -> Any:
-    return TASKS[cfg.task.name](cfg.task, data_root, vocab=vocab)
+def build_task(cfg: ExperimentConfig, data_root: Path, vocab: Vocab | None = None) -> Task:
+    return Task(cfg, data_root, vocab=vocab)
 
 
-def build_model(cfg: ExperimentConfig, task: Any) -> torch.nn.Module:
-    torch.manual_seed(cfg.train.seed)
-    return task.build_model(cfg.reader)
+def build_model(cfg: ExperimentConfig, task: Task) -> torch.nn.Module:
+    return task.build_model(cfg.train.seed)
 
 
 def read_run_config(run_dir: Path, overrides: list[str] = ()) -> ExperimentConfig:
@@ -41,7 +40,7 @@ def read_run_config(run_dir: Path, overrides: list[str] = ()) -> ExperimentConfi
     for o in overrides:
         if not o.strip().startswith("train."):
             raise MemreadError(f"--set {o!r}: a resumed run can only change [train] settings; start a new run to change {o.split('=')[0]}")
-    return experiment_from_dict(apply_overrides(raw, list(overrides)), str(path))
+    return experiment_from_dict(apply_overrides(upgrade(raw, str(path)), list(overrides)), str(path))
 
 
 def start_run(cfg: ExperimentConfig, run_dir: Path, data_root: Path) -> Trainer:
@@ -98,3 +97,17 @@ def final_evaluation(run_dir: Path, data_root: Path, splits=("valid", "test"), p
     result = {split: evaluate(model, task, split, bs, progress) for split in splits}
     (Path(run_dir) / "final.json").write_text(json.dumps(result, indent=2), encoding="utf-8")
     return result
+
+
+def first_losses(cfg: ExperimentConfig, data_root: Path, steps: int = 2, data: Any = None) -> list[float]:
+    """The losses of a config's first ``steps`` optimizer steps, as ``memread train`` takes them (seeded model,
+    first training batches, the loop's own step) without a run directory: torchtune's recipe check, the numbers
+    a refactor must not change. ``data``: an already built pipeline of ``cfg.data``."""
+    import tempfile
+
+    task = Task(cfg, data_root, data=data)
+    model = task.build_model(cfg.train.seed)
+    with tempfile.TemporaryDirectory() as tmp:
+        trainer = Trainer(cfg, task, model, Path(tmp), task.vocab.fingerprint())
+        batches = task.batches("train", cfg.train.batch_size, 0, cfg.train.seed)
+        return [float(trainer.train_step(batches[i]).value.detach()) for i in range(steps)]

@@ -29,13 +29,13 @@ def count_parameters(module: nn.Module) -> int:
 
 
 def lm_parameters(reader_cfg: Any, vocab_size: int, emb: int, tie_weights: bool = False) -> int:
-    """Parameters of the whole language model (``memread.tasks.language_model.LanguageModel``)."""
+    """Parameters of the whole language model (``memread.heads.lm.LanguageModel``)."""
+    from memread.heads.lm import LanguageModel, LMHeadConfig
     from memread.readers import build_reader
-    from memread.tasks.language_model import LanguageModel, LMTaskConfig
 
     with torch.device("meta"):
         reader = build_reader(reader_cfg, emb)
-        model = LanguageModel(vocab_size, LMTaskConfig(emb=emb, tie_weights=tie_weights), reader)
+        model = LanguageModel(vocab_size, LMHeadConfig(emb=emb, tie_weights=tie_weights), reader)
     return count_parameters(model)
 
 

@@ -19,9 +19,11 @@ import time
 import torch
 
 from memread.bench import reject_size_flags
+from memread.criteria.cloze import ClozeNLLConfig, build_cloze_nll
 from memread.data.cbt import BLANK, ClozeExample
+from memread.data.pipelines.cloze import ClozePipeline, StoriesClozeConfig, padding_fraction
+from memread.heads.cloze import ASReaderHeadConfig, IAAHeadConfig, build_as_reader_head, build_iaa_head
 from memread.readers.rnn import RNNReaderConfig
-from memread.tasks.cloze import ClozeTask, ClozeTaskConfig, padding_fraction
 from memread.typed import parse_settings
 
 
@@ -45,24 +47,25 @@ def bench_cloze(batch: int = 32, emb: int = 384, hidden: int = 128, inference: i
     torch.manual_seed(seed)
     examples = synthetic_questions(n_batches * batch, doc_len, query_len, vocab, seed)
     reader = RNNReaderConfig(name="gru", hidden=hidden, bidirectional=True)
-    common = dict(emb=emb, dropout=dropout, emb_l2=emb_l2, init="paper", bucket=n_batches)
-    tasks, models, optims = {}, {}, {}
-    for key, head_options in (("iaa", dict(head="iaa", steps=steps, inference=inference, fixed_query=fixed_query)),
-                              ("as_reader", dict(head="as_reader"))):
-        cfg = ClozeTaskConfig(**common, **head_options)
-        tasks[key] = ClozeTask(cfg, ".", examples={"train": examples})
-        models[key] = tasks[key].build_model(reader).train()
+    # the questions are given: of the [data] config only bucket (and the vocabulary settings) are read
+    data = ClozePipeline(StoriesClozeConfig(bucket=n_batches), ".", examples={"train": examples})
+    heads = {"iaa": (IAAHeadConfig(emb=emb, dropout=dropout, init="paper", steps=steps, inference=inference,
+                                   fixed_query=fixed_query), build_iaa_head),
+             "as_reader": (ASReaderHeadConfig(emb=emb, dropout=dropout, init="paper"), build_as_reader_head)}
+    models, criteria, optims = {}, {}, {}
+    for key, (head_cfg, build) in heads.items():
+        models[key] = build(head_cfg, reader, data).train()
+        criteria[key] = build_cloze_nll(ClozeNLLConfig(emb_l2=emb_l2), data, models[key])
         optims[key] = torch.optim.Adam(models[key].parameters(), lr=1e-3)
-    task = tasks["iaa"]
-    batches = task.batches("train", batch, epoch=0, seed=seed)
-    unbucketed = ClozeTask(ClozeTaskConfig(emb=emb), ".", examples={"train": examples}).batches("train", batch, 0, seed)
-    tokens = sum(task.tokens_in(batches[i]) for i in range(len(batches)))
+    batches = data.batches("train", batch, epoch=0, seed=seed)
+    unbucketed = ClozePipeline(StoriesClozeConfig(), ".", vocab=data.vocab, examples={"train": examples}).batches("train", batch, 0, seed)
+    tokens = sum(data.tokens_in(batches[i]) for i in range(len(batches)))
 
     def step(key: str, b: dict, optimize: bool) -> float:
         model, opt = models[key], optims[key]
         t0 = time.perf_counter()
         opt.zero_grad(set_to_none=True)
-        model(b).loss.backward()
+        criteria[key](model(b), b).value.backward()
         if optimize:
             torch.nn.utils.clip_grad_norm_(model.parameters(), 5.0)
             opt.step()

@@ -46,12 +46,10 @@ def batch_order(lengths: list[int], batch_size: int, bucket: int, generator: tor
 
 class Batches(Sequence):
     """Batches made on demand from encoded examples: batch ``i`` is ``collate(items)`` for the examples
-    ``groups[i]``, and training batches (``epoch`` given) also carry ``batch["epoch"]`` (the first-epoch
-    treatment of pretrained word vectors reads it). Every task over separate texts batches this way."""
+    ``groups[i]``. Every pipeline over separate texts batches this way."""
 
-    def __init__(self, encoded: Sequence, groups: list[list[int]], collate: Callable[[list], dict],
-                 epoch: int | None = None):
-        self.encoded, self.groups, self.collate, self.epoch = encoded, groups, collate, epoch
+    def __init__(self, encoded: Sequence, groups: list[list[int]], collate: Callable[[list], dict]):
+        self.encoded, self.groups, self.collate = encoded, groups, collate
 
     def __len__(self) -> int:
         return len(self.groups)
@@ -59,7 +57,4 @@ class Batches(Sequence):
     def __getitem__(self, i: int) -> dict:
         if not 0 <= i < len(self):
             raise IndexError(i)
-        batch = self.collate([self.encoded[j] for j in self.groups[i]])
-        if self.epoch is not None:
-            batch["epoch"] = self.epoch
-        return batch
+        return self.collate([self.encoded[j] for j in self.groups[i]])

@@ -12,7 +12,7 @@ keeps Moses' escapes (``&apos;s``, ``&quot;``) as tokens, and so do we.
 
 **Only valid and test are available here** (6,969 and 6,750 pairs; the 153k-pair train files were not
 obtained, see the data root's MANIFEST.md). The translation task therefore trains on ``valid`` and
-evaluates on ``test`` by default (:mod:`memread.tasks.translation`); results from that setup are NOT
+evaluates on ``test`` by default (:mod:`memread.data.pipelines.translation`); results from that setup are NOT
 comparable with the paper's 17.02 / 17.13 / 17.93 test BLEU, which come from 110k training pairs.
 
 **Length filter.** As in the paper, pairs with more than ``max_len`` (25) words on either side are
@@ -49,7 +49,7 @@ def iwslt_path(root: Path, split: str, lang: str, unk_mapped: bool = False) -> P
     if lang not in LANGS:
         raise MemreadError(f"unknown IWSLT14 language {lang!r}; expected de or en")
     name = f"{split}.de-en.{lang}" + (".wmixerprep" if unk_mapped else "")
-    how = ("the train files are not in the benchmark data; train on valid, see memread.tasks.translation"
+    how = ("the train files are not in the benchmark data; train on valid, see memread.data.pipelines.translation"
            if split == "train" else "the MIXER preprocessing of IWSLT14 de-en (facebookresearch/MIXER prepareData.sh)")
     return find_file(Path(root), FOLDER, name, how)
 

@@ -4,8 +4,9 @@ frozen or trained, and the LSTMN paper's first-epoch treatment of the pretrained
 - ``freeze``: the table never changes (the NSE setup: fixed GloVe vectors, OOV rows zero).
 - ``first_epoch_scale``: during the first epoch the gradient of every row that got a pretrained
   vector is multiplied by this (LSTMN, SST: 0.35; LSTMN, SNLI: 0.0, "we only updated OOV vectors in
-  the first epoch"); from the second epoch on all rows are updated normally. The epoch comes from the
-  training batches (``batch["epoch"]``), so a resumed run scales exactly as an uninterrupted one.
+  the first epoch"); from the second epoch on all rows are updated normally. The training loop tells
+  the epoch at each epoch's start (``set_epoch``, :func:`memread.training.loop.set_epoch`), so a
+  resumed run scales exactly as an uninterrupted one.
 
 Which rows are pretrained is a buffer, saved with the model: a loaded checkpoint needs no vector file.
 """

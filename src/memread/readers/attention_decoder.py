@@ -1,6 +1,6 @@
 """LSTM decoder with additive attention over the source states: the RNNSearch-like decoder of the
 ``lstm-lstm`` and ``nse-lstm`` translation models (Munkhdalai & Yu 2016, section 4.5; the baseline of
-Bahdanau et al. 2015). See :mod:`memread.tasks.translation` for where it sits::
+Bahdanau et al. 2015). See :mod:`memread.heads.translation` for where it sits::
 
     h_t   = LSTM(y_t [; h~_{t-1}])                     (input feeding optional)
     a_tj  = softmax_j(v^T tanh(W_k s_j + W_q h_t))      source keys W_k s_j projected once

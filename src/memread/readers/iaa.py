@@ -1,8 +1,8 @@
 """Iterative alternating attention (Sordoni, Bachman, Trischler & Bengio 2016), sections 3.2-3.3.
 
 A reader of a (query, document) pair. The encodings come from any registered reader (the paper:
-one bidirectional GRU for the query, one for the document, over shared embeddings; the cloze task
-composes them, see ``memread.tasks.cloze``). Given the query encodings ``q_tilde`` (B, Tq, 2h) and
+one bidirectional GRU for the query, one for the document, over shared embeddings; the cloze head
+``iaa`` composes them, see ``memread.heads.cloze``). Given the query encodings ``q_tilde`` (B, Tq, 2h) and
 the document encodings ``d_tilde`` (B, Td, 2h), an inference GRU with state ``s`` runs T steps; at
 step t it
 
@@ -38,15 +38,6 @@ from memread.modules.dropout import Dropout
 from memread.modules.loop_linears import LoopLinears
 from memread.modules.masking import masked_mean, masked_softmax
 from memread.modules.memory_reads import MemoryReads
-
-
-@dataclass
-class IAAConfig:
-    steps: int = 8  # T, inference steps
-    inference: int = 512  # s, size of the inference GRU state
-    gate_hidden: int = 0  # hidden units of each search gate; 0 = 2h (the gate's output size)
-    fixed_query: bool = False  # ablation: uniform query attention q_{i,t} = 1/|Q|
-    dropout: float = 0.0  # on the gates' input and on the attentions' search inputs
 
 
 @dataclass
@@ -99,9 +90,12 @@ class SearchGate(nn.Module):
 
 
 class IterativeAlternatingAttention(nn.Module):
-    """Sections 3.2-3.3 over encodings of size ``enc_size`` (= 2h for bidirectional encoders)."""
+    """Sections 3.2-3.3 over encodings of size ``enc_size`` (= 2h for bidirectional encoders).
 
-    def __init__(self, cfg: IAAConfig, enc_size: int):
+    ``cfg`` is the iaa head's config (:class:`memread.heads.cloze.IAAHeadConfig`, where its options are
+    written): ``steps`` T, ``inference`` s, ``gate_hidden`` (0 = 2h), ``fixed_query``, ``dropout``."""
+
+    def __init__(self, cfg, enc_size: int):
         super().__init__()
         if cfg.steps < 1:
             raise ValueError(f"IAA needs at least one inference step, got steps = {cfg.steps}")

@@ -62,7 +62,7 @@ intra-attention (4)-(6) is one node. :meth:`step` under autograd (not a training
 tapes by concatenation, so that every returned state stays a tensor of its own that may be stepped
 again. Shallow fusion's output ``tanh(W_o [h_t; ctx_t])`` is one matmul after the loop. Per step the code
 avoids slicing tensors that need a gradient (a slice's backward fills a zero tensor of the whole
-input): the inputs are unbound once, fused products are split. :mod:`memread.bench_fusion` times a
+input): the inputs are unbound once, fused products are split. :mod:`memread.bench.fusion` times a
 training step against an LSTM decoder with RNNSearch attention.
 """
 

@@ -1,20 +1,26 @@
-"""Tasks and the explicit registry that names them (``[task] name = ...`` in an experiment file)."""
+"""Task shapes and the explicit registry that names them (``[task] name`` of the earlier experiment form).
 
-from memread.tasks.base import ModelOutput, Task
-from memread.tasks.cloze import ClozeTask
-from memread.tasks.document import DocumentTask
-from memread.tasks.language_model import LanguageModelTask
-from memread.tasks.pair import PairTask
-from memread.tasks.sentence import SentenceTask
-from memread.tasks.translation import TranslationTask
+``TASKS[shape]`` is a :class:`TaskSpec`: what fits together in that shape, and how an earlier ``[task]``
+section translates into ``[data]``, ``[head]`` and ``[criterion]``. :class:`Task` wires the parts.
+"""
 
-TASKS: dict[str, type] = {
-    "lm": LanguageModelTask,
-    "cloze": ClozeTask,
-    "classify": SentenceTask,
-    "pair": PairTask,
-    "translate": TranslationTask,
-    "document": DocumentTask,
+from memread.heads.base import ModelOutput
+from memread.tasks.base import Task, TaskSpec
+from memread.tasks.translation import TRANSLATE
+from memread.tasks.language_model import LM
+from memread.tasks.document import DOCUMENT
+from memread.tasks.cloze import CLOZE
+from memread.tasks.pair import PAIR
+from memread.tasks.sentence import CLASSIFY
+
+TASKS: dict[str, TaskSpec] = {
+    "lm": LM,
+    "document": DOCUMENT,
+    "cloze": CLOZE,
+    "translate": TRANSLATE,
+    "classify": CLASSIFY,
+    "pair": PAIR,
+    # >>> more task shapes register here
 }
 
-__all__ = ["TASKS", "ModelOutput", "Task"]
+__all__ = ["TASKS", "ModelOutput", "Task", "TaskSpec"]

@@ -107,13 +107,13 @@ def document_attention(model: torch.nn.Module, task: Any, split: str = "test", d
     """Words of the first ``tokens`` tokens of document ``document`` (or of the stream, for a corpus
     without documents) and their window weights (n, L), read from an empty state."""
     model.eval()
-    if getattr(task.cfg, "documents", False):
-        docs = task.document_ids(split)
+    if getattr(task.data, "documents_mode", False):
+        docs = task.data.document_ids(split)
         if not 0 <= document < len(docs):
             raise MemreadError(f"attention-span: split {split!r} has {len(docs)} documents; --document {document} is out of range")
         ids = docs[document][:tokens]
     else:
-        ids = task.ids(split)[:tokens]
+        ids = task.data.ids(split)[:tokens]
     inp = ids.view(1, -1)
     mask = torch.ones_like(inp, dtype=torch.bool)
     out = _read(model, {"input": inp, "mask": mask}, None)

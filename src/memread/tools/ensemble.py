@@ -22,7 +22,7 @@ from memread.experiment import load_trained
 def answer_distributions(model: torch.nn.Module, task, split: str, batch_size: int) -> list[torch.Tensor]:
     """P(a | Q, D) over each question's candidates, in the split's question order."""
     model.eval()
-    n = len(task.encoded(split))
+    n = len(task.data.encoded(split))
     out: list[torch.Tensor | None] = [None] * n
     batches = task.batches(split, batch_size)
     for i in range(len(batches)):
@@ -44,12 +44,12 @@ def ensemble(run_dirs: list[Path], data_root: Path, split: str = "test", which: 
         cfg, task, model = load_trained(Path(run_dir), data_root, which)
         if task.name != "cloze":
             raise MemreadError(f"{run_dir}: ensembles average answer distributions of cloze runs, this is a {task.name} run")
-        encoded = task.encoded(split)
+        encoded = task.data.encoded(split)
         questions = [(e["cand_words"], e["answer"]) for e in encoded]
         if reference is None:
             reference, answers = questions, torch.tensor([e["answer"] for e in encoded])
             groups = [e.get("group") for e in encoded]
-            names = task.groups
+            names = task.data.groups
         elif questions != reference:
             raise MemreadError(f"{run_dir}: reads other {split} questions than {run_dirs[0]} (candidates or answers differ)")
         probs = answer_distributions(model, task, split, batch_size or cfg.train.eval_batch_size or task.default_eval_batch_size)

@@ -15,22 +15,21 @@ import torch
 
 from memread.errors import MemreadError
 from memread.experiment import load_trained
-from memread.tasks.cloze import cloze_batches
 
 
 @torch.no_grad()
 def trace_question(run_dir: Path, data_root: Path, split: str = "test", index: int = 0, which: str = "best") -> dict:
     """The attention trace of question ``index`` of ``split``: words, weights, answer, prediction."""
     cfg, task, model = load_trained(Path(run_dir), data_root, which)
-    if task.name != "cloze" or cfg.task.head == "final_state":
+    if task.name != "cloze" or cfg.head.name == "final_state":
         raise MemreadError(f"{run_dir}: picture needs a cloze run with a pointer-sum head (iaa, as_reader, pointer)")
-    examples, encoded = task.examples(split), task.encoded(split)
+    examples, encoded = task.data.examples(split), task.data.encoded(split)
     if not 0 <= index < len(encoded):
         raise MemreadError(f"--index {index}: the {split} split has {len(encoded)} questions")
     example = examples[index] if len(examples) == len(encoded) else None
     if example is None:
         raise MemreadError(f"{split}: questions were dropped from this split; pick another split")
-    batch = cloze_batches(encoded, [[index]], task.vocab.pad_id)[0]
+    batch = task.data.batches_of(encoded, [[index]])[0]
     reading = model.read(batch, trace=True)
     if reading.iaa is not None:
         query_att = reading.iaa.query_trace[0]  # (T, Tq)

@@ -21,21 +21,25 @@ from pathlib import Path
 import torch
 
 from memread.config import ExperimentConfig, TrainConfig
+from memread.criteria.cloze import ClozeNLLConfig
 from memread.data.cbt import BLANK
+from memread.data.pipelines.cloze import StoriesClozeConfig
 from memread.experiment import final_evaluation, load_trained, start_run
+from memread.heads.cloze import FinalStateHeadConfig, PointerHeadConfig
 from memread.readers.rnn import RNNReaderConfig
-from memread.tasks.cloze import ClozeTaskConfig
 from memread.tools.viz import document_attention
 
-ROWS = {"baseline": "final_state", "memory": "pointer"}
+ROWS = {"baseline": FinalStateHeadConfig, "memory": PointerHeadConfig}  # the two heads around the same LSTM
 LABELS = {"baseline": "LSTM, answers from its final state (memoryless baseline)",
           "memory": "LSTM + attention over its memory, pointer-sum (memory reader)"}
 
 
-def quickstart_config(head: str, steps: int, seed: int, stories: int = 4000) -> ExperimentConfig:
+def quickstart_config(head: type, steps: int, seed: int, stories: int = 4000) -> ExperimentConfig:
     return ExperimentConfig(
-        task=ClozeTaskConfig(head=head, emb=48, stories=stories, story_seed=0),
+        data=StoriesClozeConfig(stories=stories, story_seed=0),
         reader=RNNReaderConfig(name="lstm", hidden=96),
+        head=head(emb=48),
+        criterion=ClozeNLLConfig(),
         train=TrainConfig(optimizer="adam", lr=5e-3, batch_size=32, epochs=1000, max_steps=steps,
                           evals_per_epoch=1, log_every=50, seed=seed, progress=True),
     )
@@ -78,7 +82,7 @@ def quickstart(out: Path, steps: int = 600, seed: int = 1) -> dict:
 def _picture(run_dir: Path, path: Path) -> Path:
     """What the memory reader attended to on the first test story."""
     cfg, task, model = load_trained(run_dir, run_dir.parent)
-    example = task.examples("test")[0]
+    example = task.data.examples("test")[0]
     batch = task.batches("test", 1)[0]
     out = model(batch)
     weights = out.attention[0, : len(example.document)].tolist()

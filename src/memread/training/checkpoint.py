@@ -21,7 +21,7 @@ from memread.errors import MemreadError
 
 FORMAT = "memread-checkpoint-v1"
 # sections of the config that decide the model's shape and meaning; [train] may change on resume
-MODEL_SECTIONS = ("task", "reader")
+MODEL_SECTIONS = ("data", "reader", "head", "criterion")
 
 
 def save_checkpoint(payload: dict[str, Any], path: Path) -> None:
@@ -68,7 +68,9 @@ def _flatten(d: dict, prefix: str = "") -> dict[str, Any]:
 
 def check_compatible(payload: dict, config: dict, vocab_fingerprint: str, path: Path) -> None:
     """Refuse a checkpoint trained with another task/reader config or another vocabulary."""
-    saved = json.loads(payload["config"])
+    from memread.config import upgrade
+
+    saved = upgrade(json.loads(payload["config"]), str(path))  # a checkpoint of the earlier [task] form
     a = _flatten({k: saved.get(k, {}) for k in MODEL_SECTIONS})
     b = _flatten({k: config.get(k, {}) for k in MODEL_SECTIONS})
     # a key the checkpoint does not know was added to memread after it was written: its default

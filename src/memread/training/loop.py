@@ -1,7 +1,8 @@
-"""The one training loop. It knows nothing about tasks or readers beyond::
+"""The one training loop. It knows nothing about tasks, readers, heads or criteria beyond::
 
-    out = model(batch, state)        # -> ModelOutput(loss, stats, state)
-    task.batches(split, batch_size, epoch, seed), task.summarize(stats)
+    task.batches(split, batch_size, epoch, seed)
+    out = model(batch, state)        # -> ModelOutput(logits, state, ...)
+    loss = criterion(out, batch)     # -> Loss(value, stats); criterion.summarize(sums) -> metrics
 
 It trains with SGD or Adam and gradient-norm clipping, validates ``evals_per_epoch`` times an epoch,
 decays the learning rate on a plateau, stops early, logs JSON lines (and optionally TensorBoard),
@@ -23,6 +24,7 @@ import torch
 from tqdm import tqdm
 
 from memread.config import ExperimentConfig
+from memread.criteria.base import Loss
 from memread.errors import MemreadError
 from memread.readers.base import detach_state, flatten_state, state_structure, unflatten_state
 from memread.training.checkpoint import load_checkpoint, save_checkpoint
@@ -30,18 +32,29 @@ from memread.training.optim import PlateauSchedule, build_optimizer
 
 
 @torch.no_grad()
-def evaluate(model: torch.nn.Module, task: Any, split: str, batch_size: int, progress: bool = False) -> dict[str, float]:
+def evaluate(model: torch.nn.Module, task: Any, split: str, batch_size: int, progress: bool = False,
+             criterion: Any = None) -> dict[str, float]:
     """Metrics of ``model`` on a whole split (state carried across batches, as in training)."""
     model.eval()
+    criterion = criterion if criterion is not None else task.build_criterion(model)
     stats: dict[str, float] = defaultdict(float)
     state = None
     batches = task.batches(split, batch_size)
     for i in tqdm(range(len(batches)), desc=f"eval {split}", leave=False, disable=not progress, file=sys.stderr, mininterval=1.0):
-        out = model(batches[i], state)
+        batch = batches[i]
+        out = model(batch, state)
         state = out.state
-        for k, v in out.stats.items():
+        for k, v in criterion(out, batch).stats.items():
             stats[k] += float(v)
-    return task.summarize(dict(stats))
+    return criterion.summarize(dict(stats))
+
+
+def set_epoch(model: torch.nn.Module, epoch: int) -> None:
+    """Tell the modules that change with the epoch (``set_epoch``, as torch's samplers have it) which one
+    is being trained: the first-epoch treatment of pretrained word vectors."""
+    for module in model.modules():
+        if hasattr(module, "set_epoch"):
+            module.set_epoch(epoch)
 
 
 def eval_points(n_batches: int, evals_per_epoch: int) -> set[int]:
@@ -92,8 +105,10 @@ class Trainer:
         self.cfg, self.task, self.model, self.run_dir = cfg, task, model, Path(run_dir)
         self.vocab_fingerprint = vocab_fingerprint
         T = cfg.train
+        self.criterion = task.build_criterion(model)
         self.optimizer = build_optimizer(model.named_parameters(), T)
-        self.schedule = PlateauSchedule(task.higher_is_better, T.lr_decay, T.min_improvement)
+        self.params = [p for p in model.parameters() if p.requires_grad]
+        self.schedule = PlateauSchedule(self.criterion.higher_is_better, T.lr_decay, T.min_improvement)
         self.epoch = 0
         self.step_in_epoch = 0
         self.epoch_batches = 0  # batches in the epoch being trained (for ``epochs_done`` in valid records)
@@ -167,8 +182,9 @@ class Trainer:
     def _validate(self) -> bool:
         """Validate, update the schedule, write checkpoints; True if training should stop."""
         T = self.cfg.train
-        metrics = evaluate(self.model, self.task, "valid", T.eval_batch_size or self.task.default_eval_batch_size, T.progress)
-        value = metrics[self.task.selection_metric]
+        metrics = evaluate(self.model, self.task, "valid", T.eval_batch_size or self.task.default_eval_batch_size,
+                           T.progress, self.criterion)
+        value = metrics[self.criterion.selection_metric]
         best = self.schedule.step(value, self.optimizer)
         stop_reason = None
         if T.patience and self.schedule.bad_evals >= T.patience:
@@ -177,10 +193,10 @@ class Trainer:
             stop_reason = f"learning rate below {T.min_lr}"
         done = {} if not self.epoch_batches else {"epochs_done": self.epoch + self.step_in_epoch / self.epoch_batches}
         self.log.write({"event": "valid", "step": self.global_step, "epoch": self.epoch, **done, **metrics,
-                        "selection_metric": self.task.selection_metric, "lr": self.lr, "best": best})
+                        "selection_metric": self.criterion.selection_metric, "lr": self.lr, "best": best})
         if T.progress:
             tqdm.write(
-                f"step {self.global_step} epoch {self.epoch}: valid {self.task.selection_metric} {value:.4f}"
+                f"step {self.global_step} epoch {self.epoch}: valid {self.criterion.selection_metric} {value:.4f}"
                 f"{' (best)' if best else ''}, lr {self.lr:.4g}", file=sys.stderr
             )
         if best:
@@ -209,12 +225,30 @@ class Trainer:
         if self.cfg.train.progress:
             tqdm.write(f"restored the best weights (step {best['loop']['global_step']}), lr {self.lr:.4g}", file=sys.stderr)
 
+    def train_step(self, batch: dict) -> Loss:
+        """One optimizer step on ``batch`` with the carried state; the carry moves on."""
+        T = self.cfg.train
+        self.model.train()
+        out = self.model(batch, self.carry)
+        loss = self.criterion(out, batch)
+        self.optimizer.zero_grad(set_to_none=True)
+        loss.value.backward()
+        if T.clip > 0:
+            torch.nn.utils.clip_grad_norm_(self.params, T.clip)
+        self.optimizer.step()
+        self.carry = detach_state(out.state)
+        self.global_step += 1
+        value = float(loss.value.detach())
+        if not math.isfinite(value):
+            raise MemreadError(f"training diverged at step {self.global_step} (loss {value}); "
+                               f"lower train.lr or set train.clip; checkpoint_last.pt holds the last good state")
+        return loss
+
     def fit(self) -> None:
         T = self.cfg.train
-        model, opt = self.model, self.optimizer
-        params = [p for p in model.parameters() if p.requires_grad]
         while not self.finished and self.epoch < T.epochs:
             batches = self.task.batches("train", T.batch_size, self.epoch, T.seed)
+            set_epoch(self.model, self.epoch)
             n = self.epoch_batches = len(batches)
             evals = eval_points(n, T.evals_per_epoch)
             loss_sum, loss_n, tokens, t0 = 0.0, 0, 0, time.perf_counter()
@@ -224,21 +258,9 @@ class Trainer:
             stop = False
             for i in range(self.step_in_epoch, n):
                 batch = batches[i]
-                model.train()
-                out = model(batch, self.carry)
-                opt.zero_grad(set_to_none=True)
-                out.loss.backward()
-                if T.clip > 0:
-                    torch.nn.utils.clip_grad_norm_(params, T.clip)
-                opt.step()
-                self.carry = detach_state(out.state)
-                self.global_step += 1
+                out = self.train_step(batch)
                 self.step_in_epoch = i + 1
-                loss = float(out.loss.detach())
-                if not math.isfinite(loss):
-                    raise MemreadError(f"training diverged at step {self.global_step} (loss {loss}); "
-                                       f"lower train.lr or set train.clip; checkpoint_last.pt holds the last good state")
-                loss_sum += loss
+                loss_sum += float(out.value.detach())
                 loss_n += 1
                 for k, v in out.stats.items():
                     stats[k] += float(v)
@@ -246,12 +268,12 @@ class Trainer:
                 bar.update(1)
                 if self.global_step % T.log_every == 0 or i + 1 == n:
                     dt = max(time.perf_counter() - t0, 1e-9)
-                    metrics = self.task.summarize(dict(stats))
+                    metrics = self.criterion.summarize(dict(stats))
                     record = {"event": "train", "step": self.global_step, "epoch": self.epoch,
                               "loss": loss_sum / loss_n, **{f"train_{k}": v for k, v in metrics.items()},
                               "lr": self.lr, "tokens_per_s": tokens / dt}
                     self.log.write(record)
-                    shown = self.task.selection_metric
+                    shown = self.criterion.selection_metric
                     bar.set_postfix({"loss": f"{record['loss']:.3f}", shown: f"{metrics[shown]:.3f}", "tok/s": f"{record['tokens_per_s']:.0f}", "lr": f"{self.lr:.3g}"})
                     loss_sum, loss_n, tokens, t0 = 0.0, 0, 0, time.perf_counter()
                     stats = defaultdict(float)

@@ -1,0 +1,256 @@
+"""Cloze data: questions (a document, a query with a blank, candidates, the answer) -> vocabulary ->
+encoded examples -> padded batches.
+
+Datasets (``[data] name``): ``stories`` (the built-in stories with their questions), ``cbt``
+(CBT-format files), ``books`` (cloze questions built from raw books by the CBT recipe,
+:mod:`memread.data.cloze_builder`, split by book), ``cnn`` (folders of rc-data ``.question`` files)
+and ``babi`` (the bAbI tasks whose answer is a word of the story; accuracy is also reported per task,
+``batch["group"]``). Every dataset takes ``min_count`` / ``max_vocab`` (the vocabulary of the training
+questions) and ``bucket``: sort examples by document length within pools of ``bucket`` batches (train:
+pools drawn in a random order fixed by (seed, epoch), so a resumed run sees the same batches), so that
+padding wastes little.
+
+A batch holds ``doc`` / ``query`` / ``cands`` ids with their masks (True = real), ``doc_words`` /
+``cand_words`` (per-example word identities for pointer-sum: two positions hold the same word exactly
+when their ids are equal, whatever the vocabulary does with rare words), ``answer`` (index into the
+candidates), ``index`` (position in the split's encoded examples) and, for bAbI, ``group``.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Literal
+
+import torch
+from torch import Tensor
+
+from memread.data.babi import babi_path, read_babi
+from memread.data.batching import Batches, batch_order, pad
+from memread.data.cbt import ClozeExample, read_cbt
+from memread.data.stories import story_splits
+from memread.data.vocab import Vocab
+from memread.errors import MemreadError
+
+
+@dataclass
+class StoriesClozeConfig:
+    name: Literal["stories"] = "stories"
+    stories: int = 4000  # training stories (valid and test get a tenth each)
+    story_seed: int = 0
+    min_count: int = 1
+    max_vocab: int = 0  # 0 = no cap
+    bucket: int = 0  # sort by document length within pools of this many batches; 0 = no sorting
+
+
+@dataclass
+class ClozeFilesConfig:
+    name: Literal["cbt", "cnn"] = "cbt"
+    train_file: str = ""  # cbt: CBT-format files; cnn: folders of rc-data .question files (relative to the data root)
+    valid_file: str = ""
+    test_file: str = ""
+    min_count: int = 1
+    max_vocab: int = 0
+    bucket: int = 0
+
+
+@dataclass
+class BooksClozeConfig:
+    name: Literal["books"] = "books"
+    books: tuple[str, ...] = ()  # raw book files or glob patterns, relative to the data root
+    valid_books: tuple[str, ...] = ()  # book names (file names without .txt/.gz) held out for valid
+    test_books: tuple[str, ...] = ()  # ... and for test; every other book is for training
+    word_class: Literal["NE", "P", "CN", "V"] = "NE"  # CN and V need a tagger (memread data cloze)
+    window_stride: int = 1  # sentences between consecutive 21-sentence windows
+    min_count: int = 1
+    max_vocab: int = 0
+    bucket: int = 0
+
+
+@dataclass
+class BabiClozeConfig:
+    name: Literal["babi"] = "babi"
+    dir: str = "babi/en-10k"  # folder under the data root
+    tasks: tuple[int, ...] = (1, 2, 4, 5, 11, 12, 13, 14, 16)  # valid = the last tenth of each train file
+    max_sentences: int = 50  # the story's most recent statements kept as the document; 0 = all
+    min_count: int = 1
+    max_vocab: int = 0
+    bucket: int = 0
+
+
+ClozeDataConfig = StoriesClozeConfig | ClozeFilesConfig | BooksClozeConfig | BabiClozeConfig
+
+
+# ----------------------------------------------------------------------------- load: one reader per dataset
+# each returns the questions of ``split`` (and of other splits when it builds them together)
+
+
+def _path(root: Path, cfg, key: str) -> Path:
+    name = getattr(cfg, key)
+    if not name:
+        raise MemreadError(f"key 'data.{key}' is empty; [data] name = {cfg.name!r} needs it")
+    return Path(name) if Path(name).is_absolute() else root / name
+
+
+def load_stories(cfg: StoriesClozeConfig, root: Path, split: str) -> dict[str, list[ClozeExample]]:
+    n = cfg.stories
+    return story_splits(n, max(1, n // 10), max(1, n // 10), cfg.story_seed)
+
+
+def load_cbt(cfg: ClozeFilesConfig, root: Path, split: str) -> dict[str, list[ClozeExample]]:
+    return {split: read_cbt(_path(root, cfg, f"{split}_file"))}
+
+
+def load_cnn(cfg: ClozeFilesConfig, root: Path, split: str) -> dict[str, list[ClozeExample]]:
+    from memread.data.cnn import read_questions
+
+    return {split: read_questions(_path(root, cfg, f"{split}_file"))}
+
+
+def _glob(root: Path, pattern: str) -> list[Path]:
+    base = Path(pattern) if Path(pattern).is_absolute() else root / pattern
+    if any(c in pattern for c in "*?["):
+        found = sorted(base.parent.glob(base.name))
+        if not found:
+            raise MemreadError(f"data.books: book files not found: nothing matches {base}")
+        return found
+    if not base.is_file():
+        raise MemreadError(f"data.books: {base}: book file not found")
+    return [base]
+
+
+def load_books(cfg: BooksClozeConfig, root: Path, split: str) -> dict[str, list[ClozeExample]]:
+    from memread.data.cloze_builder import build_cloze
+
+    if not cfg.books or not cfg.test_books or not cfg.valid_books:
+        raise MemreadError("[data] name = 'books' needs data.books, data.valid_books and data.test_books")
+    paths = sorted({p for pattern in cfg.books for p in _glob(root, pattern)})
+    return build_cloze(paths, cfg.word_class, list(cfg.valid_books), list(cfg.test_books), stride=cfg.window_stride)
+
+
+def load_babi(cfg: BabiClozeConfig, root: Path, split: str) -> dict[str, list[ClozeExample]]:
+    out = []
+    for t in cfg.tasks:  # valid is the last tenth of each task's train file
+        exs = read_babi(babi_path(root, cfg.dir, t, "test" if split == "test" else "train"), t, cfg.max_sentences)
+        if split != "test":
+            cut = len(exs) - max(1, len(exs) // 10)
+            exs = exs[:cut] if split == "train" else exs[cut:]
+        out.extend(exs)
+    return {split: out}
+
+
+LOADERS: dict[str, Callable[..., dict[str, list[ClozeExample]]]] = {
+    "stories": load_stories, "cbt": load_cbt, "books": load_books, "cnn": load_cnn, "babi": load_babi}
+
+
+# ----------------------------------------------------------------------------- encode and collate
+
+
+def encode_question(ex: ClozeExample, vocab: Vocab, index: int) -> dict:
+    """One question as ids and per-example word identities (pointer-sum), ``index`` its position."""
+    document = ex.document
+    words: dict[str, int] = {}  # per-example word identity, for pointer-sum
+    doc_words = [words.setdefault(w, len(words)) for w in document]
+    # an answer that is no candidate (bAbI, CNN: not in the story) is kept as one more candidate
+    # that never occurs in the document: a pointer scores it wrong
+    candidates = ex.candidates if ex.answer in ex.candidates else [*ex.candidates, ex.answer]
+    return {
+        "doc": vocab.encode(document),
+        "query": vocab.encode(ex.query),
+        "cands": vocab.encode(candidates),
+        "doc_words": doc_words,
+        "cand_words": [words.setdefault(c, len(words)) for c in candidates],
+        "answer": candidates.index(ex.answer),
+        "index": index,
+    }
+
+
+def collate(items: list[dict], pad_id: int) -> dict[str, Tensor]:
+    """One batch of encoded questions (:func:`encode_question`), padded."""
+    doc, doc_mask = pad([e["doc"] for e in items], pad_id)
+    query, query_mask = pad([e["query"] for e in items], pad_id)
+    cands, cand_mask = pad([e["cands"] for e in items], pad_id)
+    doc_words, _ = pad([e["doc_words"] for e in items], -1)  # -1 and -2 at padding: never equal
+    cand_words, _ = pad([e["cand_words"] for e in items], -2)
+    batch = {"doc": doc, "doc_mask": doc_mask, "query": query, "query_mask": query_mask,
+             "cands": cands, "cand_mask": cand_mask, "doc_words": doc_words, "cand_words": cand_words,
+             "answer": torch.tensor([e["answer"] for e in items], dtype=torch.long),
+             "index": torch.tensor([e["index"] for e in items], dtype=torch.long)}
+    if "group" in items[0]:
+        batch["group"] = torch.tensor([e["group"] for e in items], dtype=torch.long)
+    return batch
+
+
+def padding_fraction(batches: Batches) -> float:
+    """Share of document positions in cloze batches that are padding."""
+    real = total = 0
+    for g in batches.groups:
+        lengths = [len(batches.encoded[j]["doc"]) for j in g]
+        real += sum(lengths)
+        total += max(lengths) * len(lengths)
+    return 1.0 - real / max(total, 1)
+
+
+# ----------------------------------------------------------------------------- the pipeline
+
+
+class ClozePipeline:
+    """Questions of each split -> vocabulary (of the training questions) -> encoded -> batches."""
+
+    task = "cloze"
+    default_eval_batch_size = 64
+
+    def __init__(self, cfg: ClozeDataConfig, data_root: Path, vocab: Vocab | None = None,
+                 examples: dict[str, list[ClozeExample]] | None = None):
+        """``examples`` (split -> questions) replaces reading those splits of the dataset (benchmarks, tests)."""
+        self.cfg = cfg
+        self.data_root = Path(data_root)
+        self._examples: dict[str, list[ClozeExample]] = dict(examples or {})
+        self._encoded: dict[str, list[dict]] = {}
+        self.dropped: dict[str, int] = {}  # training questions whose answer is not in the document
+        if vocab is None:
+            words = []
+            for ex in self.examples("train"):
+                words.extend(ex.document)
+                words.extend(ex.query)
+                words.extend(ex.candidates)
+            vocab = Vocab.build(words, min_count=cfg.min_count, max_size=cfg.max_vocab)
+        self.vocab = vocab
+        self.groups: list[str] = [f"qa{t}" for t in cfg.tasks] if cfg.name == "babi" else []  # accuracy per group
+
+    def examples(self, split: str) -> list[ClozeExample]:
+        if split not in self._examples:
+            for name, questions in LOADERS[self.cfg.name](self.cfg, self.data_root, split).items():
+                self._examples.setdefault(name, questions)
+            if not self._examples.get(split):
+                raise MemreadError(f"the {split} split of this cloze dataset has no questions")
+        return self._examples[split]
+
+    def encoded(self, split: str) -> list[dict]:
+        if split not in self._encoded:
+            out, dropped = [], 0
+            group_id = {g: i for i, g in enumerate(self.groups)}
+            for ex in self.examples(split):
+                if split == "train" and ex.answer not in ex.document:
+                    dropped += 1  # a pointer cannot learn it
+                    continue
+                item = encode_question(ex, self.vocab, len(out))
+                if self.groups:
+                    item["group"] = group_id[ex.group]
+                out.append(item)
+            self.dropped[split] = dropped
+            self._encoded[split] = out
+        return self._encoded[split]
+
+    def batches(self, split: str, batch_size: int, epoch: int = 0, seed: int = 0) -> Batches:
+        enc = self.encoded(split)
+        g = torch.Generator().manual_seed(seed * 1_000_003 + epoch) if split == "train" else None
+        return self.batches_of(enc, batch_order([len(e["doc"]) for e in enc], batch_size, self.cfg.bucket, g))
+
+    def batches_of(self, encoded: list[dict], groups: list[list[int]]) -> Batches:
+        """Batches of encoded questions; ``groups[i]`` lists the question indices of batch i."""
+        return Batches(encoded, groups, functools.partial(collate, pad_id=self.vocab.pad_id))
+
+    def tokens_in(self, batch: dict) -> int:
+        return int(batch["doc_mask"].sum() + batch["query_mask"].sum())

@@ -1,0 +1,150 @@
+"""Language-model data: a corpus read as one token stream, or as documents, cut into BPTT batches.
+
+Corpora (``[data] name``): ``ptb`` (one continuous stream), ``wikitext-2`` / ``wikitext-103`` (articles),
+``stories-text`` (the built-in stories as text) and ``cbt-text`` (CBT-format cloze files: each question,
+its blank filled in, is a story). With ``documents = true`` a corpus of documents is read as documents:
+every batch carries ``reset`` (B, T), True at the first token of each document, the reader resets its
+state (and memory) there, and nothing is predicted across a boundary (Daniluk et al. 2017 reset between
+Wikipedia articles and between CBT stories). Evaluation reads a split at batch size 1 by default, so
+each token is conditioned on everything before it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+import torch
+from torch import Tensor
+
+from memread.data.cbt import read_cbt
+from memread.data.ptb import EOS, ptb_path, read_ptb
+from memread.data.stories import story_splits, story_text
+from memread.data.stream import DocumentStreamBatches, StreamBatches
+from memread.data.vocab import Vocab
+from memread.data.wikitext import map_numbers, read_wikitext, wikitext_path
+from memread.errors import MemreadError
+
+
+@dataclass
+class PTBConfig:
+    name: Literal["ptb"] = "ptb"
+    bptt: int = 35
+    min_count: int = 1
+    max_vocab: int = 0  # 0 = no cap
+    numbers: bool = False  # map every number token to "N" (Daniluk et al.'s Wikipedia preprocessing)
+
+
+@dataclass
+class WikiTextConfig:
+    name: Literal["wikitext-2", "wikitext-103"] = "wikitext-2"
+    bptt: int = 35
+    min_count: int = 1
+    max_vocab: int = 0  # Daniluk et al.'s Wikipedia corpus: the 77k most frequent words
+    numbers: bool = False
+    documents: bool = False  # reset the reader at each article's start
+
+
+@dataclass
+class StoriesTextConfig:
+    name: Literal["stories-text"] = "stories-text"
+    bptt: int = 35
+    min_count: int = 1
+    max_vocab: int = 0
+    numbers: bool = False
+    documents: bool = False  # reset the reader at each story's start
+    stories: int = 2000  # training stories (valid and test get a tenth each)
+    story_seed: int = 0
+
+
+@dataclass
+class CBTTextConfig:
+    name: Literal["cbt-text"] = "cbt-text"
+    bptt: int = 35
+    min_count: int = 1
+    max_vocab: int = 0
+    numbers: bool = False
+    documents: bool = False  # reset the reader at each story's start
+    train_file: str = ""  # CBT-format files, relative to the data root
+    valid_file: str = ""
+    test_file: str = ""
+
+
+LMDataConfig = PTBConfig | WikiTextConfig | StoriesTextConfig | CBTTextConfig
+
+
+class LMPipeline:
+    """Tokens (or documents) of each split -> ids -> BPTT batches ``{"input", "target", "mask"[, "reset"]}``."""
+
+    task = "lm"
+    default_eval_batch_size = 1
+
+    def __init__(self, cfg: LMDataConfig, data_root: Path, vocab: Vocab | None = None):
+        self.cfg = cfg
+        self.data_root = Path(data_root)
+        self.documents_mode = bool(getattr(cfg, "documents", False))
+        self._tokens: dict[str, list[str]] = {}
+        self._documents: dict[str, list[list[str]]] = {}
+        self._document_ids: dict[str, list[Tensor]] = {}
+        self._ids: dict[str, Tensor] = {}
+        if vocab is None:
+            vocab = Vocab.build(self.tokens("train"), min_count=cfg.min_count, max_size=cfg.max_vocab,
+                                specials=("<pad>", "<unk>"))
+        self.vocab = vocab
+
+    # ------------------------------------------------------------------ load
+    def tokens(self, split: str) -> list[str]:
+        if split not in self._tokens:
+            name = self.cfg.name
+            if name == "ptb":
+                tokens = read_ptb(ptb_path(self.data_root, split))
+            elif name == "stories-text":
+                tokens = [t for line in story_text(self._stories(split)) if line for t in (*line.split(), EOS)]
+            else:  # corpora of documents
+                tokens = [t for doc in self.documents(split) for t in doc]
+            self._tokens[split] = map_numbers(tokens) if self.cfg.numbers and name in ("ptb", "stories-text") else tokens
+        return self._tokens[split]
+
+    def documents(self, split: str) -> list[list[str]]:
+        """The split's documents (WikiText articles, stories), tokens with ``<eos>`` after each line."""
+        if split not in self._documents:
+            name = self.cfg.name
+            if name == "ptb":
+                raise MemreadError("ptb is one continuous stream without document boundaries")
+            if name in ("stories-text", "cbt-text"):
+                stories = self._stories(split) if name == "stories-text" else self._cloze_file(split)
+                docs = [[t for line in story_text([story]) if line for t in (*line.split(), EOS)] for story in stories]
+            else:
+                docs = read_wikitext(wikitext_path(self.data_root, name, split))
+            self._documents[split] = [map_numbers(d) for d in docs] if self.cfg.numbers else docs
+        return self._documents[split]
+
+    def _cloze_file(self, split: str):
+        name = {"train": self.cfg.train_file, "valid": self.cfg.valid_file, "test": self.cfg.test_file}[split]
+        if not name:
+            raise MemreadError(f"[data] name = \"cbt-text\" needs data.{split}_file (a CBT-format file under the data root)")
+        return read_cbt(self.data_root / name)
+
+    def _stories(self, split: str):
+        n = {"train": self.cfg.stories, "valid": max(1, self.cfg.stories // 10), "test": max(1, self.cfg.stories // 10)}
+        return story_splits(n["train"], n["valid"], n["test"], self.cfg.story_seed)[split]
+
+    # ------------------------------------------------------------------ encode and batch
+    def ids(self, split: str) -> Tensor:
+        if split not in self._ids:
+            self._ids[split] = torch.tensor(self.vocab.encode(self.tokens(split)), dtype=torch.long)
+        return self._ids[split]
+
+    def document_ids(self, split: str) -> list[Tensor]:
+        if split not in self._document_ids:
+            self._document_ids[split] = [torch.tensor(self.vocab.encode(d), dtype=torch.long) for d in self.documents(split)]
+        return self._document_ids[split]
+
+    def batches(self, split: str, batch_size: int, epoch: int = 0, seed: int = 0) -> StreamBatches | DocumentStreamBatches:
+        if self.documents_mode:
+            return DocumentStreamBatches(self.document_ids(split), batch_size, self.cfg.bptt, pad_id=self.vocab.pad_id)
+        return StreamBatches(self.ids(split), batch_size, self.cfg.bptt, pad_id=self.vocab.pad_id)
+
+    def tokens_in(self, batch: dict) -> int:
+        return int(batch["mask"].sum())

@@ -1,0 +1,26 @@
+"""What the sentence and pair datasets share: their common ``[data]`` keys and the words they read.
+
+With ``vectors`` set, the vocabulary holds the training words (``min_count``) and every word of the
+valid and test texts that has a pretrained vector (:func:`memread.data.text_vocab.vocabulary`); the
+vectors of its words stay on the pipeline (``pipeline.vectors``) for the head's embedding. A run's own
+saved vocabulary (a resumed or loaded run) reads no vectors: the checkpoint holds the embedding.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterable
+
+
+@dataclass
+class TextDataConfig:
+    """The ``[data]`` keys of every sentence and pair dataset (each dataset's class adds its own)."""
+
+    lowercase: bool = True  # GloVe 6B is uncased
+    vectors: str = ""  # GloVe-format file under the data root, e.g. "glove/glove.6B.50d.txt.gz" ("" = none)
+    min_count: int = 1  # training words seen fewer times are <unk> (unless they have a vector)
+    bucket: int = 0  # sort training batches by length within pools of this many batches; 0 = no sorting
+
+
+def words(tokens: Iterable[str], lowercase: bool) -> list[str]:
+    return [w.lower() for w in tokens] if lowercase else list(tokens)
