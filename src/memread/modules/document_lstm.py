@@ -23,6 +23,8 @@ import torch
 from torch import Tensor, nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
+from memread.modules.lstm_step import lstm_step
+
 LSTMState = tuple[Tensor, Tensor]  # h, c: (1, B, H) each, nn.LSTM's layout
 
 
@@ -81,8 +83,6 @@ class DocumentLSTM(nn.Module):
         """
         B, T = x.shape[:2]
         H = self.hidden
-        W_ih, W_hh = self.lstm.weight_ih_l0, self.lstm.weight_hh_l0
-        b = self.lstm.bias_ih_l0 + self.lstm.bias_hh_l0
         h0, c0 = self.initial_state(B, x) if state is None else state
         outputs, h_n, c_n = [], [], []
         for row in range(B):
@@ -91,9 +91,7 @@ class DocumentLSTM(nn.Module):
             for t in range(n):
                 if reset is not None and bool(reset[row, t]):  # a document starts: forget everything
                     h, c = torch.zeros_like(h), torch.zeros_like(c)
-                i, f, g, o = (W_ih @ x[row, t] + W_hh @ h + b).split(H)
-                c = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(g)
-                h = torch.sigmoid(o) * torch.tanh(c)
+                h, c = lstm_step(self.lstm, 0, x[row, t], h, c)
                 out.append(h)
             outputs.append(torch.stack(out + [x.new_zeros(H)] * (T - n)))
             h_n.append(h)

@@ -87,6 +87,7 @@ from torch import Tensor, nn
 from torch.autograd.function import once_differentiable
 
 from memread.errors import MemreadError
+from memread.modules.lstm_step import lstm_step
 from memread.modules.masking import masked_softmax
 from memread.readers.base import ReaderOutput
 
@@ -360,15 +361,6 @@ class _NSELoop(torch.autograd.Function):
 # ----------------------------------------------------------------------------- the reference
 
 
-def _lstm_step(lstm: nn.LSTM, layer: int, x_t: Tensor, h: Tensor, c: Tensor) -> tuple[Tensor, Tensor]:
-    """One step of one layer of ``lstm`` from its weights (torch's gate order i, f, g, o)."""
-    W_ih, W_hh = getattr(lstm, f"weight_ih_l{layer}"), getattr(lstm, f"weight_hh_l{layer}")
-    b = getattr(lstm, f"bias_ih_l{layer}") + getattr(lstm, f"bias_hh_l{layer}")
-    i, f, g, o = (W_ih @ x_t + W_hh @ h + b).chunk(4)
-    c = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(g)
-    return torch.sigmoid(o) * torch.tanh(c), c
-
-
 def reference_read(reader: NSEReader, u: Tensor, mask: Tensor, shared: list[tuple[Tensor, Tensor]]):
     """Equations (1)-(6) and (7)-(15) for each row alone, one token at a time, memories as k x l
     matrices (column i = slot i), as the paper writes them (``impl = "reference"``).
@@ -394,7 +386,7 @@ def reference_read(reader: NSEReader, u: Tensor, mask: Tensor, shared: list[tupl
         for t in range(n):
             inp = x[t]
             for layer in range(layers):
-                hr[layer], cr[layer] = _lstm_step(reader.read, layer, inp, hr[layer], cr[layer])
+                hr[layer], cr[layer] = lstm_step(reader.read, layer, inp, hr[layer], cr[layer])
                 inp = hr[layer]
             o_t = inp  # (1)
             z_t = torch.softmax(o_t @ M, dim=0)  # (2)
@@ -404,7 +396,7 @@ def reference_read(reader: NSEReader, u: Tensor, mask: Tensor, shared: list[tupl
             c_t = reader.compose(torch.cat([o_t, m_rt, *m_rt_n]))  # (4), (12)
             inp = reader.drop(c_t)
             for layer in range(layers):
-                hw[layer], cw[layer] = _lstm_step(reader.write, layer, inp, hw[layer], cw[layer])
+                hw[layer], cw[layer] = lstm_step(reader.write, layer, inp, hw[layer], cw[layer])
                 inp = hw[layer]
             h_t = inp  # (5), (13)
             Z = torch.outer(z_t, e_k).T  # (z_t (x) e_k)^T  (k, l)
