@@ -17,7 +17,7 @@ from memread.data.pipelines.pair import PairPipeline, SNLIConfig, WikiQAConfig, 
 from memread.data.pipelines.sentence import SentencePipeline, SSTConfig
 from memread.data.snli import PairExample
 from memread.data.sst import SentimentExample
-from memread.data.text_vocab import vocabulary
+from memread.data.vocab import vocabulary
 from memread.errors import MemreadError
 from memread.heads.classifier import MLPHeadConfig
 from memread.heads.pair import PairHeadConfig

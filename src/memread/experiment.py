@@ -8,6 +8,7 @@ A run directory holds ``config.json`` (the full, validated experiment), ``vocab.
 from __future__ import annotations
 
 import json
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -103,8 +104,6 @@ def first_losses(cfg: ExperimentConfig, data_root: Path, steps: int = 2, data: A
     """The losses of a config's first ``steps`` optimizer steps, as ``memread train`` takes them (seeded model,
     first training batches, the loop's own step) without a run directory: torchtune's recipe check, the numbers
     a refactor must not change. ``data``: an already built pipeline of ``cfg.data``."""
-    import tempfile
-
     task = Task(cfg, data_root, data=data)
     model = task.build_model(cfg.train.seed)
     with tempfile.TemporaryDirectory() as tmp:

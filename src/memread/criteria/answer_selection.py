@@ -14,6 +14,7 @@ import torch.nn.functional as F
 
 from memread import metrics
 from memread.criteria.base import Loss
+from memread.criteria.classification import accuracy_and_nll
 from memread.heads.base import ModelOutput
 
 
@@ -41,10 +42,9 @@ class AnswerSelection:
         return Loss(nll.mean(), stats)
 
     def summarize(self, sums: dict[str, float]) -> dict[str, float]:
-        n = max(sums["count"], 1.0)
         q = sums.get("questions", 0.0)
-        return {"accuracy": sums["correct"] / n, "nll": sums["nll"] / n, "count": sums["count"],
-                "map": sums["ap"] / q if q else 0.0, "mrr": sums["rr"] / q if q else 0.0, "questions": q}
+        return {**accuracy_and_nll(sums), "map": sums["ap"] / q if q else 0.0, "mrr": sums["rr"] / q if q else 0.0,
+                "questions": q}
 
 
 def build_answer_selection(cfg: AnswerSelectionConfig, pipeline, model) -> AnswerSelection:

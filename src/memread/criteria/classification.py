@@ -32,8 +32,13 @@ class CrossEntropy:
         return Loss(nll.mean(), stats)
 
     def summarize(self, sums: dict[str, float]) -> dict[str, float]:
-        n = max(sums["count"], 1.0)
-        return {"accuracy": sums["correct"] / n, "nll": sums["nll"] / n, "count": sums["count"]}
+        return accuracy_and_nll(sums)
+
+
+def accuracy_and_nll(sums: dict[str, float]) -> dict[str, float]:
+    """The metrics every classifying criterion reports from its sums ``correct``, ``nll`` and ``count``."""
+    n = max(sums["count"], 1.0)
+    return {"accuracy": sums["correct"] / n, "nll": sums["nll"] / n, "count": sums["count"]}
 
 
 def build_cross_entropy(cfg: CrossEntropyConfig, pipeline, model) -> CrossEntropy:

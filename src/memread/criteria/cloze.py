@@ -15,6 +15,7 @@ import torch
 from torch import Tensor, nn
 
 from memread.criteria.base import Loss
+from memread.criteria.classification import accuracy_and_nll
 from memread.errors import MemreadError
 from memread.heads.base import ModelOutput
 
@@ -42,8 +43,7 @@ def answer_stats(log_p: Tensor, batch: dict) -> tuple[Tensor, dict[str, Tensor]]
 
 def summarize(sums: dict[str, float], groups: list[str]) -> dict[str, float]:
     """Accuracy and mean NLL of a split; ``accuracy_{group}`` for each group with questions."""
-    n = max(sums["count"], 1.0)
-    out = {"accuracy": sums["correct"] / n, "nll": sums["nll"] / n, "count": sums["count"]}
+    out = accuracy_and_nll(sums)
     for i, g in enumerate(groups):
         if sums.get(f"count_g{i}"):
             out[f"accuracy_{g}"] = sums[f"correct_g{i}"] / sums[f"count_g{i}"]

@@ -48,9 +48,7 @@ class RatingCriterion:
         return loss
 
     def summarize(self, sums: dict[str, float]) -> dict[str, float]:
-        m = self.cross_entropy.summarize(sums)
-        return {"accuracy": m["accuracy"], "mse": sums["sq_err"] / max(sums["count"], 1.0), "nll": m["nll"],
-                "count": m["count"]}
+        return {**self.cross_entropy.summarize(sums), "mse": sums["sq_err"] / max(sums["count"], 1.0)}
 
 
 def build_rating(cfg: RatingConfig, pipeline, model) -> RatingCriterion:

@@ -31,8 +31,7 @@ from torch import Tensor
 
 from memread.data.batching import Batches
 from memread.data.documents import ACL_IMDB_FILE, ACL_IMDB_RATINGS, Document, dev_split, read_acl_imdb, read_tang
-from memread.data.text_vocab import vectors_path, vocabulary
-from memread.data.vocab import Vocab
+from memread.data.vocab import Vocab, vectors_path, vocabulary
 from memread.errors import MemreadError
 
 

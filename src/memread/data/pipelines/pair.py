@@ -19,9 +19,8 @@ import torch
 
 from memread.data.batching import Batches, batch_order, pad
 from memread.data.pipelines.text import TextDataConfig, words
-from memread.data.text_vocab import vectors_path, vocabulary
+from memread.data.vocab import Vocab, vectors_path, vocabulary
 from memread.data.snli import PairExample, read_snli, snli_path
-from memread.data.vocab import Vocab
 from memread.data.wikiqa import read_wikiqa, wikiqa_path
 from memread.errors import MemreadError
 

@@ -17,9 +17,8 @@ import torch
 
 from memread.data.batching import Batches, batch_order, pad
 from memread.data.pipelines.text import TextDataConfig, words
-from memread.data.text_vocab import vectors_path, vocabulary
+from memread.data.vocab import Vocab, vectors_path, vocabulary
 from memread.data.sst import SentimentExample, read_sst, sst_path
-from memread.data.vocab import Vocab
 from memread.errors import MemreadError
 
 

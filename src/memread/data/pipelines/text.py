@@ -1,7 +1,7 @@
 """What the sentence and pair datasets share: their common ``[data]`` keys and the words they read.
 
 With ``vectors`` set, the vocabulary holds the training words (``min_count``) and every word of the
-valid and test texts that has a pretrained vector (:func:`memread.data.text_vocab.vocabulary`); the
+valid and test texts that has a pretrained vector (:func:`memread.data.vocab.vocabulary`); the
 vectors of its words stay on the pipeline (``pipeline.vectors``) for the head's embedding. A run's own
 saved vocabulary (a resumed or loaded run) reads no vectors: the checkpoint holds the embedding.
 """

@@ -34,8 +34,7 @@ import torch
 
 from memread.data.batching import Batches, batch_order, pad
 from memread.data.iwslt import TranslationPair, iwslt_path, read_iwslt, read_sentences
-from memread.data.text_vocab import vectors_path
-from memread.data.vocab import PAD, UNK, Vocab
+from memread.data.vocab import PAD, UNK, Vocab, vectors_path
 from memread.errors import MemreadError
 from memread.modules.embeddings import read_vectors
 
