@@ -7,21 +7,27 @@ instructions torch itself found on this CPU and, under torch's OpenMP backend, `
 ``at::parallel_for`` splits work between torch's threads. The shared vector helpers are in
 ``csrc/simd_math.h``.
 
-When a source cannot be built its caller uses its Python path, which computes the same values (to
-float32 precision): silently when there is no compiler or no ninja, with a warning when the build
-fails. ``MEMREAD_NO_EXTENSIONS=1`` forces the Python paths.
+A real build (the extension is not in torch's cache yet, or its sources changed since) takes 15-30 s, so
+it is announced on stderr with one line before and one line after it; loading a cached build prints
+nothing. When a source cannot be built its caller uses its Python path, which computes the same values
+(to float32 precision), and one line on stderr says why (no compiler, no ninja, or the build failed).
+``MEMREAD_NO_EXTENSIONS=1`` forces the Python paths (silently); ``MEMREAD_QUIET=1`` silences the build
+announcement and the missing-compiler/ninja notice (a failed build is still reported).
 """
 
 from __future__ import annotations
 
 import os
+import re
 import shutil
-import warnings
+import sys
+import time
 from pathlib import Path
 
 import torch
 
 DISABLE_ENV = "MEMREAD_NO_EXTENSIONS"
+QUIET_ENV = "MEMREAD_QUIET"
 INCLUDE = Path(__file__).with_name("csrc")
 
 # vector instructions for the plain loops, by what torch itself found the CPU supports
@@ -35,23 +41,88 @@ def disabled() -> bool:
     return os.environ.get(DISABLE_ENV, "") not in ("", "0")
 
 
+def quiet() -> bool:
+    return os.environ.get(QUIET_ENV, "") not in ("", "0")
+
+
+_said: set[str] = set()  # notices already printed by this process
+
+
+def notice(line: str, always: bool = False, once: bool = False) -> None:
+    """One line on stderr (above any progress bar); not under ``MEMREAD_QUIET=1`` unless ``always``, and
+    with ``once`` not when this process has said it already."""
+    if (quiet() and not always) or (once and line in _said):
+        return
+    _said.add(line)
+    try:
+        from tqdm import tqdm
+
+        tqdm.write(line, file=sys.stderr)
+    except ImportError:  # pragma: no cover - tqdm is a dependency
+        print(line, file=sys.stderr, flush=True)
+
+
+def needs_build(build_directory: Path, library: str, sources: list[Path]) -> bool:
+    """Whether loading extension ``library`` from ``build_directory`` compiles it: its shared library
+    is not there, or a source or shared header is newer than it. (Changed compiler flags also make
+    ninja rebuild; such a build is noticed by its duration instead.)"""
+    from torch.utils import cpp_extension
+
+    built = build_directory / f"{library}{getattr(cpp_extension, 'LIB_EXT', '.so')}"
+    if not built.is_file():
+        return True
+    mtime = built.stat().st_mtime
+    return any(p.stat().st_mtime > mtime for p in [*sources, *INCLUDE.glob("*.h")] if p.is_file())
+
+
+def _reason(e: BaseException) -> str:
+    """``e`` in one line: for a failed compile, torch's first line without the compiler command, and the
+    compiler's first error."""
+    lines = [line.strip() for line in str(e).splitlines() if line.strip()]
+    if not lines:
+        return type(e).__name__
+    head = lines[0]
+    if m := re.match(r"(Error building extension '[^']*')", head):
+        head = m.group(1)
+        error = next((line for line in lines if "error:" in line.lower()), None)
+        if error:
+            head += f": {error}"
+    if len(head) > 300:
+        head = head[:297] + "..."
+    return f"{type(e).__name__}: {head}"
+
+
 def build(name: str, source: Path, namespace: str, what: str):
     """``torch.ops.<namespace>`` from ``source``, compiled as extension ``name`` (suffixed with the CPU's
-    vector capability); None when disabled, when nothing can build it, or (with a warning naming
-    ``what``) when the build fails."""
+    vector capability); None when disabled, when nothing can build it, or when the build fails (each
+    said in one line on stderr naming ``what``)."""
     if disabled():
         return None
     try:
         from torch.utils import cpp_extension
 
-        if shutil.which(os.environ.get("CXX", "c++")) is None or not cpp_extension.is_ninja_available():
-            return None  # nothing to build with: the Python path
+        # nothing to build with: said once for all sources, since it holds for all of them
+        cxx = os.environ.get("CXX", "c++")
+        if shutil.which(cxx) is None:
+            notice(f"memread: no C++ compiler ({cxx!r} is not on PATH), so the compiled loops are not built and "
+                   f"the readers run their Python paths (same values, slower)", once=True)
+            return None
+        if not cpp_extension.is_ninja_available():
+            notice("memread: ninja is not installed, so the compiled loops are not built and the readers run "
+                   "their Python paths (same values, slower); `pip install ninja` (or memread[fast]) fixes it",
+                   once=True)
+            return None
         capability = torch.backends.cpu.get_cpu_capability()
+        library = f"{name}_{capability.lower()}"
+        announce = needs_build(Path(cpp_extension._get_build_directory(library, False)), library, [source])
+        if announce:
+            notice(f"memread: compiling the {what} (C++, once per machine; about 15-30 s) ...")
+        start = time.perf_counter()
         # at::parallel_for runs its chunks on torch's threads only when compiled with OpenMP, and only
         # torch's OpenMP backend is driven by -fopenmp (the native backend, a thread pool, needs no flag)
         openmp = ["-fopenmp"] if "parallel backend: OpenMP" in torch.__config__.parallel_info() else []
         cpp_extension.load(
-            name=f"{name}_{capability.lower()}",
+            name=library,
             sources=[str(source)],
             extra_include_paths=[str(INCLUDE)],
             # -fno-trapping-math lets the compiler vectorise the branch-free float tanh; -fopenmp makes
@@ -63,10 +134,15 @@ def build(name: str, source: Path, namespace: str, what: str):
             is_python_module=False,
             verbose=False,
         )
+        seconds = time.perf_counter() - start
+        if announce:
+            notice(f"memread: ... done in {seconds:.1f} s")
+        elif seconds > 3.0:  # a rebuild that the file times did not predict (changed flags, another build's lock)
+            notice(f"memread: compiled the {what} in {seconds:.1f} s (C++, once per machine)")
         return getattr(torch.ops, namespace)
     except Exception as e:  # a failed build must not stop training: the Python path computes the same
-        warnings.warn(f"memread: the compiled {what} could not be built ({type(e).__name__}: {e}); "
-                      f"using the Python path", RuntimeWarning, stacklevel=3)
+        notice(f"memread: the {what} could not be compiled ({_reason(e)}); using their Python path "
+               f"instead (same values, slower)", always=True)
         return None
 
 
