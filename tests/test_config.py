@@ -1,9 +1,18 @@
+import dataclasses
+import json
+import math
+import re
+import tomllib
+import types
+import typing
 from pathlib import Path
+from typing import Annotated, Optional
 
 import pytest
 
-from memread.config import TrainConfig, load_experiment, parse_override
+from memread.config import TrainConfig, experiment_from_dict, load_experiment, parse_override
 from memread.errors import MemreadError
+from memread.typed import NonNegFloat, PositiveInt, Probability, Range, _coerce, from_dict
 
 REPO = Path(__file__).parent.parent
 
@@ -148,3 +157,181 @@ def test_lr_scale_is_a_typed_table(tmp_path):
 def test_every_shipped_config_is_valid(path):
     cfg = load_experiment(path)
     assert cfg.task and cfg.reader.name and cfg.head.name and cfg.criterion.name
+
+
+# ----------------------------------------------------------------------------- value ranges (issue 25)
+
+def with_key(section: str, key: str, value: str) -> str:
+    """GOOD with ``section.key = value`` (in place of GOOD's own line for the key, if it has one)."""
+    lines = GOOD.strip().splitlines()
+    start = lines.index(f"[{section}]")
+    end = next((i for i in range(start + 1, len(lines)) if lines[i].startswith("[")), len(lines))
+    body = [line for line in lines[start + 1:end] if not line.startswith(f"{key} =")]
+    return "\n".join(lines[:start + 1] + body + [f"{key} = {value}"] + lines[end:]) + "\n"
+
+
+OUT_OF_RANGE = [  # section, key, value, the bound the message names
+    ("train", "batch_size", "0", "at least 1"),
+    ("data", "bptt", "0", "at least 1"),
+    ("reader", "hidden", "-5", "at least 1"),
+    ("train", "lr", "-1", "greater than 0"),
+    ("head", "dropout", "2", r"in \[0, 1\)"),
+    ("reader", "dropout", "2", r"in \[0, 1\)"),
+    ("train", "epochs", "0", "at least 1"),  # was "checkpoint_best.pt: checkpoint not found" after the run
+]
+
+
+@pytest.mark.parametrize("section, key, value, bound", OUT_OF_RANGE, ids=lambda v: str(v))
+def test_a_value_out_of_range_is_refused_naming_key_and_bound(tmp_path, section, key, value, bound):
+    message = rf"exp.toml: key '{section}.{key}' must be {bound}, got {value}$"
+    with pytest.raises(MemreadError, match=message):  # in the file
+        load_experiment(write(tmp_path, with_key(section, key, value)))
+    with pytest.raises(MemreadError, match=message):  # by --set
+        load_experiment(write(tmp_path, GOOD), [f"{section}.{key}={value}"])
+
+
+def test_ranges_inside_lists_tables_and_every_bound_itself(tmp_path):
+    path = write(tmp_path, GOOD)
+    with pytest.raises(MemreadError, match=r"key 'train.betas' must be in \[0, 1\), got 1$"):
+        load_experiment(path, ["train.betas=[0.9, 1]"])
+    with pytest.raises(MemreadError, match=r"key 'train.lr_scale.\*.v' must be at least 0, got -0.1$"):
+        load_experiment(path, ['train.lr_scale={"*.v" = -0.1}'])
+    with pytest.raises(MemreadError, match=r"key 'train.lr_decay' must be in \(0, 1\], got 0$"):
+        load_experiment(path, ["train.lr_decay=0"])
+    with pytest.raises(MemreadError, match=r"key 'train.lr' must be greater than 0, got nan$"):
+        load_experiment(path, ["train.lr=nan"])
+    with pytest.raises(MemreadError, match=r"key 'train.batch_size' expects int, got 1.5$"):  # the type comes first
+        load_experiment(path, ["train.batch_size=1.5"])
+    # the bounds themselves are values, as is every default (0 = off / no cap / the task's default)
+    cfg = load_experiment(path, [
+        "train.batch_size=1", "train.epochs=1", "train.lr=1e-9", "train.lr_decay=1", "train.clip=0", "train.max_steps=0",
+        "train.patience=0", "train.eval_batch_size=0", "train.momentum=0", "train.betas=[0, 0.999]",
+        "train.checkpoint_every=0", "train.min_lr=0", "train.weight_decay=0", 'train.lr_scale={"*" = 0}',
+        "train.seed=-3", "head.dropout=0", "reader.dropout=0.99", "data.min_count=0", "data.max_vocab=0"])
+    assert (cfg.train.batch_size, cfg.train.betas, cfg.train.seed, cfg.reader.dropout) == (1, (0.0, 0.999), -3, 0.99)
+    assert cfg.train.lr_scale == {"*": 0.0} and cfg.train.lr_decay == 1.0
+
+
+def test_range_in_typed_from_dict():
+    @dataclasses.dataclass
+    class Options:
+        size: Optional[PositiveInt] = None
+        shares: tuple[Probability, ...] = ()
+        weights: dict[str, NonNegFloat] = dataclasses.field(default_factory=dict)
+        odd: Annotated[int, Range(-3, 3, lo_open=True, hi_open=True)] = 0
+
+    assert from_dict(Options, {"size": None, "shares": [0, 0.5], "weights": {"a": 2}}, "o", "f") == Options(None, (0.0, 0.5), {"a": 2.0})
+    for data, message in [({"size": 0}, "key 'o.size' must be at least 1, got 0"),  # in an Optional: the range, not "int or none"
+                          ({"size": "x"}, "key 'o.size' expects int or none, got 'x'"),
+                          ({"shares": [0.5, 1.0]}, r"key 'o.shares' must be in \[0, 1\), got 1.0"),
+                          ({"weights": {"a": -1}}, "key 'o.weights.a' must be at least 0, got -1"),
+                          ({"odd": 3}, r"key 'o.odd' must be in \(-3, 3\), got 3")]:
+        with pytest.raises(MemreadError, match=rf"^f: {message}$"):
+            from_dict(Options, data, "o", "f")
+    assert [Range(1).describe(), Range(0, lo_open=True).describe(), Range(hi=2.5).describe(), Range(0, 1, hi_open=True).describe()] == \
+        ["at least 1", "greater than 0", "at most 2.5", "in [0, 1)"]
+    assert math.inf in Range(0) and math.nan not in Range(0) and math.nan not in Range()
+
+
+# a section written as a value, `task = "lm"`: one error naming the file and the section
+def without(section: str, text: str = GOOD) -> str:
+    return re.sub(rf"\[{section}\]\n(?:[^\[\n].*\n)*", "", text)
+
+
+@pytest.mark.parametrize("section, value", [("task", '"lm"'), ("reader", '"lstm"'), ("train", "3"), ("data", "1"),
+                                             ("head", "[1, 2]"), ("criterion", '"lm_nll"')])
+def test_a_section_written_as_a_value_is_one_error(tmp_path, section, value):
+    message = rf"exp.toml: '{section}' must be a table, got {re.escape(repr(tomllib.loads(f'v = {value}')['v']))}$"
+    path = write(tmp_path, f"{section} = {value}\n" + without(section))
+    with pytest.raises(MemreadError, match=message):
+        load_experiment(path)
+    with pytest.raises(MemreadError, match=message):  # --set into it: the same error, not "not a section"
+        load_experiment(path, [f"{section}.x=1"])
+    if section in ("task", "reader", "train"):  # beside the earlier [task] form
+        legacy = f"{section} = {value}\n" + without(section, LEGACY)
+        with pytest.raises(MemreadError, match=message):
+            load_experiment(write(tmp_path, legacy), ["task.bptt=9"])
+
+
+def test_a_run_directory_with_a_section_written_as_a_value(tmp_path):
+    from memread.experiment import read_run_config
+
+    good = load_experiment(write(tmp_path, GOOD)).to_dict()
+    for raw, message in [({**good, "train": 3}, "'train' must be a table, got 3"),
+                         ({**good, "reader": "lstm"}, "'reader' must be a table, got 'lstm'"),
+                         ({"task": "lm", "reader": good["reader"]}, "'task' must be a table, got 'lm'")]:
+        (tmp_path / "config.json").write_text(json.dumps(raw))
+        for overrides in ([], ["train.lr=0.5"]):
+            with pytest.raises(MemreadError, match=rf"config.json: {message}$"):
+                read_run_config(tmp_path, overrides)
+    with pytest.raises(MemreadError, match=r"^x.json: expected a table of sections \(data, reader, head, criterion, train\), got list$"):
+        experiment_from_dict([good], "x.json")
+    (tmp_path / "config.json").write_text(json.dumps({**good, "train": {**good["train"], "batch_size": 0}}))
+    with pytest.raises(MemreadError, match=r"config.json: key 'train.batch_size' must be at least 1, got 0$"):
+        read_run_config(tmp_path)
+
+
+# every size and rate of every config class carries a Range: a new field without one fails here
+SIZES_AND_RATES = re.compile(
+    r"(^|_)(hidden|emb|layers|batch_size|bptt|dropout|lr|mlp|window|span|shared|n|steps|inference|vocab|count|stories|"
+    r"stride|chunk|len|words|sentences|fraction|scale|l2|epochs|every|patience|decay|clip|momentum|betas|bucket|range|"
+    r"improvement|divergence|objects|distractors|gap|size|dim|units)($|_)")
+UNBOUNDED = {"seed", "story_seed", "forget_bias",  # any value is one
+             "tasks"}  # bAbI task numbers: memread.tasks.cloze.check refuses one that is not a task
+
+
+def _numeric_leaves(tp, ranged: bool = False) -> list[bool]:
+    """For each int or float inside annotation ``tp`` (through Annotated, tuple, dict, unions): has it a Range?"""
+    origin = typing.get_origin(tp)
+    if origin is Annotated:
+        base, *extras = typing.get_args(tp)
+        return _numeric_leaves(base, ranged or any(isinstance(e, Range) for e in extras))
+    if origin in (tuple, dict, typing.Union, types.UnionType):
+        return [r for a in typing.get_args(tp) if a is not Ellipsis for r in _numeric_leaves(a, ranged)]
+    return [ranged] if tp in (int, float) else []
+
+
+def _config_classes() -> dict[str, type]:
+    from memread.criteria import CRITERIA
+    from memread.data.pipelines import DATASETS
+    from memread.data.stories import StoryConfig
+    from memread.heads import HEADS
+    from memread.readers import READERS
+    from memread.readers.attention_decoder import AttentionDecoderConfig
+    from memread.readers.lstmn_fusion import FusionConfig
+    from memread.readers.nse_decoder import NSEDecoderConfig
+
+    classes = {"train": TrainConfig}
+    for section, registry in (("reader", READERS), ("data", DATASETS), ("head", HEADS), ("criterion", CRITERIA)):
+        for name, spec in registry.items():
+            if spec.Config not in classes.values():
+                classes[f"{section}:{name}"] = spec.Config
+    for cls in (AttentionDecoderConfig, FusionConfig, NSEDecoderConfig, StoryConfig):  # built by heads and data, not from files
+        classes[cls.__qualname__] = cls
+    return classes
+
+
+CONFIG_CLASSES = _config_classes()
+
+
+def test_the_walk_sees_every_registry_and_the_size_names():
+    assert {"train", "reader:lstm", "reader:nse", "data:ptb", "data:iwslt14", "head:lm", "head:iaa", "criterion:cloze_nll"} <= set(CONFIG_CLASSES)
+    for name in ("hidden", "emb", "tgt_emb", "doc_layers", "batch_size", "eval_batch_size", "bptt", "dropout", "emb_dropout",
+                 "lr", "min_lr", "lr_decay", "n", "max_vocab", "tgt_vocab", "min_count", "dev_fraction", "first_epoch_scale"):
+        assert SIZES_AND_RATES.search(name), name
+    assert not any(SIZES_AND_RATES.search(name) for name in UNBOUNDED)
+    assert _numeric_leaves(dict[str, NonNegFloat]) == [True] and _numeric_leaves(tuple[float, Probability]) == [False, True]
+
+
+@pytest.mark.parametrize("label", sorted(CONFIG_CLASSES))
+def test_every_size_and_rate_field_carries_a_range(label):
+    cls = CONFIG_CLASSES[label]
+    hints = typing.get_type_hints(cls, include_extras=True)
+    leaves = {f.name: _numeric_leaves(hints[f.name]) for f in dataclasses.fields(cls)}
+    unbounded = sorted(name for name, ranged in leaves.items() if ranged and not all(ranged))
+    assert [n for n in unbounded if SIZES_AND_RATES.search(n)] == [], \
+        f"{cls.__qualname__}: give these fields a bound (memread.typed: PositiveInt, DropoutRate, ...)"
+    assert set(unbounded) <= UNBOUNDED, f"{cls.__qualname__}: a bound for these, or list them in UNBOUNDED with the reason"
+    for f in dataclasses.fields(cls):  # every default is inside its own range
+        if leaves[f.name] and f.default is not dataclasses.MISSING:
+            _coerce(f.default, hints[f.name], f.name, f"{cls.__qualname__}'s default")

@@ -30,6 +30,7 @@ from typing import Any, Literal, Protocol
 
 from memread.errors import MemreadError
 from memread.typed import _coerce, _type_name, from_dict, parse_override, parse_settings  # noqa: F401 (re-exported)
+from memread.typed import Fraction, NonNegFloat, NonNegInt, PositiveFloat, PositiveInt, Probability
 
 
 @dataclass
@@ -37,27 +38,27 @@ class TrainConfig:
     """Settings of the training loop (``[train]``); every task and reader shares them."""
 
     optimizer: Literal["sgd", "adam"] = "adam"
-    lr: float = 1e-3
+    lr: PositiveFloat = 1e-3
     # per-parameter factors on lr: {glob over parameter names = factor}, e.g. {"*.v" = 0.1}; the first
     # pattern that matches a name wins; decay and restore_best keep the ratios
-    lr_scale: dict[str, float] = field(default_factory=dict)
-    momentum: float = 0.0
-    weight_decay: float = 0.0
-    betas: tuple[float, float] = (0.9, 0.999)
-    clip: float = 5.0  # renormalise the gradient when its norm exceeds this; 0 = off
-    batch_size: int = 32
-    eval_batch_size: int = 0  # 0 = the task's default (1 for language modelling: exact perplexity)
-    epochs: int = 10
-    max_steps: int = 0  # stop after this many optimizer steps; 0 = no cap
-    evals_per_epoch: int = 1  # validate this many times per epoch (2 = every half epoch)
-    lr_decay: float = 1.0  # multiply lr by this when validation does not improve (LSTMN LM: 0.85)
-    min_improvement: float = 0.0  # relative improvement that counts as "significant"
-    patience: int = 0  # early stopping after this many evaluations without improvement; 0 = off
-    min_lr: float = 0.0  # stop when the learning rate decays below this
+    lr_scale: dict[str, NonNegFloat] = field(default_factory=dict)
+    momentum: Probability = 0.0
+    weight_decay: NonNegFloat = 0.0
+    betas: tuple[Probability, Probability] = (0.9, 0.999)
+    clip: NonNegFloat = 5.0  # renormalise the gradient when its norm exceeds this; 0 = off
+    batch_size: PositiveInt = 32
+    eval_batch_size: NonNegInt = 0  # 0 = the task's default (1 for language modelling: exact perplexity)
+    epochs: PositiveInt = 10
+    max_steps: NonNegInt = 0  # stop after this many optimizer steps; 0 = no cap
+    evals_per_epoch: PositiveInt = 1  # validate this many times per epoch (2 = every half epoch)
+    lr_decay: Fraction = 1.0  # multiply lr by this when validation does not improve (LSTMN LM: 0.85)
+    min_improvement: NonNegFloat = 0.0  # relative improvement that counts as "significant"
+    patience: NonNegInt = 0  # early stopping after this many evaluations without improvement; 0 = off
+    min_lr: NonNegFloat = 0.0  # stop when the learning rate decays below this
     restore_best: bool = False  # on a validation worse than the best, go back to checkpoint_best's weights (lr stays decayed)
     seed: int = 1
-    log_every: int = 50  # optimizer steps between lines in metrics.jsonl
-    checkpoint_every: int = 0  # also write checkpoint_last every N steps (0 = at evaluations only)
+    log_every: PositiveInt = 50  # optimizer steps between lines in metrics.jsonl
+    checkpoint_every: NonNegInt = 0  # also write checkpoint_last every N steps (0 = at evaluations only)
     progress: bool = True  # progress bar on stderr
     tensorboard: bool = False  # also log to TensorBoard (needs the `tensorboard` extra)
 
@@ -101,19 +102,21 @@ class ExperimentConfig:
 def upgrade(raw: dict, where: str) -> dict:
     """An experiment of the earlier form (``[task]``, ``[reader]``, ``[train]``) as data, head and criterion
     sections, by its task's translation (:data:`memread.tasks.TASKS`); a new-form experiment as it is."""
+    if not isinstance(raw, dict):
+        raise MemreadError(f"{where}: expected a table of sections ({', '.join(SECTIONS)}), got {type(raw).__name__}")
     if "task" not in raw:
         return raw
     from memread.tasks import TASKS
 
+    task = raw["task"]
+    if not isinstance(task, dict):  # before the sections beside it: `task = "lm"` is this mistake, not a mix
+        raise MemreadError(f"{where}: 'task' must be a table, got {task!r}")
     for key in raw:
         if key in SECTIONS and key not in ("reader", "train"):
             raise MemreadError(f"{where}: [task] (the earlier form) and [{key}] cannot mix; set the new sections' "
                                f"keys (data.KEY, head.KEY, criterion.KEY)")
         if key not in ("task", "reader", "train"):
             raise MemreadError(f"{where}: unknown section '{key}' beside [task] (known: task, reader, train)")
-    task = raw["task"]
-    if not isinstance(task, dict):
-        raise MemreadError(f"{where}: 'task' must be a table, got {task!r}")
     name = task.get("name")
     if name not in TASKS:
         raise MemreadError(f"{where}: key 'task.name' must be one of {sorted(TASKS)}, got {name!r}")
@@ -162,7 +165,7 @@ def experiment_from_dict(raw: dict, where: str) -> ExperimentConfig:
         raise MemreadError(f"{where}: criterion '{criterion.name}' does not serve {task!r} data; "
                            f"criteria for it: {', '.join(fits)}")
     reader = _section(raw, "reader", READERS, where)
-    train = from_dict(TrainConfig, dict(raw.get("train", {})), "train", where)
+    train = from_dict(TrainConfig, raw.get("train", {}), "train", where)  # `train = 3`: one error naming it
     cfg = ExperimentConfig(data=data, reader=reader, head=head, criterion=criterion, train=train)
     TASKS[task].check(cfg, where)
     return cfg
@@ -174,7 +177,7 @@ def apply_overrides(raw: dict, overrides: list[str]) -> dict:
         (section, key), value = parse_override(text)
         raw.setdefault(section, {})
         if not isinstance(raw[section], dict):
-            raise MemreadError(f"--set {text!r}: '{section}' is not a section")
+            continue  # `train = 3` in the file: validation names the file and the section ("'train' must be a table")
         raw[section][key] = value
     return raw
 

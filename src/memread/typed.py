@@ -5,6 +5,12 @@ dataclass's fields and every value against its annotation; :func:`parse_override
 ``section.key=value`` flag and :func:`parse_settings` a command's ``key=value`` flags. Errors are one
 :class:`MemreadError` naming the file (or ``--set``) and the key (``train.lr``).
 
+**Ranges.** An annotation may carry its bounds, ``Annotated[int, Range(1)]``; the aliases below name
+the usual ones (``batch_size: PositiveInt``, ``dropout: DropoutRate``). A value of the right type
+outside its range is refused like a wrong type: ``exp.toml: key 'train.batch_size' must be at least
+1, got 0``. Ranges work inside lists, tables and optionals (``tuple[Probability, Probability]``,
+``dict[str, NonNegFloat]``).
+
 A leaf module: it imports nothing of memread but :mod:`memread.errors`, so any part of the library
 (a task's config, a bench's options) may use it without importing :mod:`memread.config`.
 """
@@ -15,13 +21,69 @@ import dataclasses
 import tomllib
 import types
 import typing
-from typing import Any, Literal
+from dataclasses import dataclass
+from typing import Annotated, Any, Literal
 
 from memread.errors import MemreadError
 
 
+@dataclass(frozen=True)
+class Range:
+    """Bounds of a number, for ``Annotated``: ``lo <= x`` (``lo < x`` when ``lo_open``) and ``x <= hi``
+    (``x < hi`` when ``hi_open``); ``None`` leaves that side open-ended."""
+
+    lo: float | None = None
+    hi: float | None = None
+    lo_open: bool = False
+    hi_open: bool = False
+
+    def __post_init__(self) -> None:
+        if self.lo is not None and self.hi is not None and self.lo > self.hi:
+            raise ValueError(f"Range: lo = {self.lo} is above hi = {self.hi}")
+
+    def __contains__(self, x: Any) -> bool:
+        if x != x:  # NaN is in no range
+            return False
+        if self.lo is not None and not (x > self.lo if self.lo_open else x >= self.lo):
+            return False
+        if self.hi is not None and not (x < self.hi if self.hi_open else x <= self.hi):
+            return False
+        return True
+
+    def describe(self) -> str:
+        """``"at least 1"``, ``"greater than 0"``, ``"in [0, 1)"`` ...: what ``must be`` is followed by."""
+        lo, hi = _number(self.lo), _number(self.hi)
+        if self.lo is not None and self.hi is not None:
+            return f"in {'(' if self.lo_open else '['}{lo}, {hi}{')' if self.hi_open else ']'}"
+        if self.lo is not None:
+            return f"greater than {lo}" if self.lo_open else f"at least {lo}"
+        if self.hi is not None:
+            return f"less than {hi}" if self.hi_open else f"at most {hi}"
+        return "a number"
+
+
+def _number(x: float | None) -> str:
+    return f"{x:g}" if isinstance(x, float) else str(x)
+
+
+PositiveInt = Annotated[int, Range(1)]  # sizes, counts, steps: hidden, layers, batch_size, bptt
+NonNegInt = Annotated[int, Range(0)]  # the same where 0 means "off", "no cap" or "all"
+PositiveFloat = Annotated[float, Range(0, lo_open=True)]  # lr, init_range
+NonNegFloat = Annotated[float, Range(0)]  # penalties, thresholds, factors where 0 means "off"
+# [0, 1): a dropout rate, a momentum, Adam's betas, a held-out share (1 would drop, keep or hold out everything)
+Probability = Annotated[float, Range(0, 1, hi_open=True)]
+DropoutRate = Probability
+Fraction = Annotated[float, Range(0, 1, lo_open=True)]  # (0, 1]: a factor that shrinks, 1 = unchanged
+
+
+class _OutOfRange(MemreadError):
+    """A value of the right type outside its :class:`Range` (told apart inside unions)."""
+
+
 def _type_name(tp: Any) -> str:
     origin = typing.get_origin(tp)
+    if origin is Annotated:
+        return _type_name(typing.get_args(tp)[0])
     if origin is Literal:
         return " or ".join(repr(a) for a in typing.get_args(tp))
     if origin in (typing.Union, types.UnionType):
@@ -38,6 +100,13 @@ def _type_name(tp: Any) -> str:
 def _coerce(value: Any, tp: Any, key: str, where: str) -> Any:
     """Check ``value`` against the annotation ``tp``; return it converted (int -> float, list -> tuple)."""
     origin = typing.get_origin(tp)
+    if origin is Annotated:
+        base, *extras = typing.get_args(tp)
+        out = _coerce(value, base, key, where)
+        for extra in extras:
+            if isinstance(extra, Range) and out is not None and out not in extra:
+                raise _OutOfRange(f"{where}: key '{key}' must be {extra.describe()}, got {value!r}")
+        return out
     bad = MemreadError(f"{where}: key '{key}' expects {_type_name(tp)}, got {value!r}")
     if origin is Literal:
         if value not in typing.get_args(tp):
@@ -47,14 +116,17 @@ def _coerce(value: Any, tp: Any, key: str, where: str) -> Any:
         args = typing.get_args(tp)
         if value is None and type(None) in args:
             return None
+        out_of_range: MemreadError | None = None  # the right type but outside its range: say so
         for arg in args:
             if arg is type(None):
                 continue
             try:
                 return _coerce(value, arg, key, where)
+            except _OutOfRange as e:
+                out_of_range = out_of_range or e
             except MemreadError:
                 continue
-        raise bad
+        raise out_of_range or bad
     if origin is dict:
         key_type, value_type = typing.get_args(tp)
         if not isinstance(value, dict):
@@ -89,10 +161,11 @@ def _coerce(value: Any, tp: Any, key: str, where: str) -> Any:
 
 
 def from_dict(cls: type, data: dict, section: str, where: str) -> Any:
-    """Build dataclass ``cls`` from ``data``; unknown keys and wrong types name ``section.key``."""
+    """Build dataclass ``cls`` from ``data``; unknown keys, wrong types and values outside an annotation's
+    :class:`Range` name ``section.key``."""
     if not isinstance(data, dict):
         raise MemreadError(f"{where}: '{section}' must be a table, got {data!r}")
-    hints = typing.get_type_hints(cls)
+    hints = typing.get_type_hints(cls, include_extras=True)  # with the Ranges of Annotated fields
     known = {f.name for f in dataclasses.fields(cls)}
     for key in data:
         if key not in known:

@@ -18,12 +18,13 @@ from memread.criteria.base import Loss
 from memread.criteria.classification import accuracy_and_nll
 from memread.errors import MemreadError
 from memread.heads.base import ModelOutput
+from memread.typed import NonNegFloat
 
 
 @dataclass
 class ClozeNLLConfig:
     name: Literal["cloze_nll"] = "cloze_nll"
-    emb_l2: float = 0.0  # embedding L2 penalty added to the loss (Sordoni et al.: 1e-4)
+    emb_l2: NonNegFloat = 0.0  # embedding L2 penalty added to the loss (Sordoni et al.: 1e-4)
 
 
 def answer_stats(log_p: Tensor, batch: dict) -> tuple[Tensor, dict[str, Tensor]]:

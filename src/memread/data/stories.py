@@ -19,6 +19,7 @@ import random
 from dataclasses import dataclass
 
 from memread.data.cbt import BLANK, ClozeExample
+from memread.typed import NonNegInt, PositiveInt
 
 NAMES = ["mary", "john", "sandra", "daniel", "fred", "julie", "bill", "emma",
          "lily", "greg", "brian", "jessica", "bernhard", "yann", "sumit", "jason"]
@@ -34,11 +35,11 @@ FILLERS = [["it", "was", "a", "quiet", "day", "."], ["the", "sun", "was", "shini
 
 @dataclass(frozen=True)
 class StoryConfig:
-    min_objects: int = 2
-    max_objects: int = 4
-    min_distractors: int = 2
-    max_distractors: int = 5
-    min_gap: int = 2  # at least this many sentences between the answer and the question
+    min_objects: PositiveInt = 2  # a story needs an object to ask about
+    max_objects: PositiveInt = 4
+    min_distractors: NonNegInt = 2
+    max_distractors: NonNegInt = 5
+    min_gap: NonNegInt = 2  # at least this many sentences between the answer and the question
 
 
 def generate_story(rng: random.Random, cfg: StoryConfig = StoryConfig()) -> ClozeExample:

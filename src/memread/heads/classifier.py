@@ -25,17 +25,18 @@ from memread.heads.base import ModelOutput
 from memread.modules.pooling import pool
 from memread.modules.word_embedding import WordEmbedding
 from memread.readers import build_reader
+from memread.typed import DropoutRate, NonNegFloat, PositiveInt
 
 
 @dataclass
 class WordInputConfig:
     """The ``[head]`` keys of the word input of the text heads (classifier and pair)."""
 
-    emb: int = 300  # must equal the vectors' size when data.vectors is set
+    emb: PositiveInt = 300  # must equal the vectors' size when data.vectors is set
     oov: Literal["zero", "gaussian"] = "zero"  # rows of words without a pretrained vector
     freeze: bool = False  # keep the embedding fixed (NSE)
-    first_epoch_scale: float = 1.0  # gradient scale of pretrained rows in the first epoch (LSTMN: SST 0.35, SNLI 0.0)
-    emb_dropout: float = 0.0
+    first_epoch_scale: NonNegFloat = 1.0  # gradient scale of pretrained rows in the first epoch (LSTMN: SST 0.35, SNLI 0.0)
+    emb_dropout: DropoutRate = 0.0
 
     def __post_init__(self) -> None:
         if self.freeze and self.first_epoch_scale != 1.0:
@@ -53,8 +54,8 @@ def check_dropout(dropout: float) -> None:
 class MLPHeadConfig(WordInputConfig):
     name: Literal["mlp"] = "mlp"
     pool: Literal["mean", "last", "max"] = "mean"
-    mlp: int = 300  # units of the classifier's ReLU layer
-    dropout: float = 0.5  # before and after the ReLU layer
+    mlp: PositiveInt = 300  # units of the classifier's ReLU layer
+    dropout: DropoutRate = 0.5  # before and after the ReLU layer
 
     def __post_init__(self) -> None:
         super().__post_init__()

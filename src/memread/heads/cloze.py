@@ -39,6 +39,7 @@ from memread.readers.as_reader import AttentionSumReader
 from memread.readers.birnn import BiRNNReader
 from memread.readers.iaa import IAAOutput, IterativeAlternatingAttention, paper_init_
 from memread.readers.rnn import RNNReaderConfig
+from memread.typed import DropoutRate, NonNegInt, PositiveInt
 
 Init = Literal["torch", "paper"]  # "paper": Sordoni et al. section 4
 
@@ -46,24 +47,24 @@ Init = Literal["torch", "paper"]  # "paper": Sordoni et al. section 4
 @dataclass
 class PointerHeadConfig:
     name: Literal["pointer"] = "pointer"
-    emb: int = 64
-    dropout: float = 0.0  # on the embeddings
+    emb: PositiveInt = 64
+    dropout: DropoutRate = 0.0  # on the embeddings
     init: Init = "torch"
 
 
 @dataclass
 class FinalStateHeadConfig:
     name: Literal["final_state"] = "final_state"
-    emb: int = 64
-    dropout: float = 0.0  # on the embeddings and on the final state
+    emb: PositiveInt = 64
+    dropout: DropoutRate = 0.0  # on the embeddings and on the final state
     init: Init = "torch"
 
 
 @dataclass
 class ASReaderHeadConfig:
     name: Literal["as_reader"] = "as_reader"
-    emb: int = 64
-    dropout: float = 0.0  # on the embeddings
+    emb: PositiveInt = 64
+    dropout: DropoutRate = 0.0  # on the embeddings
     init: Init = "torch"
     share_encoder: bool = False  # one reader for query and document
 
@@ -74,13 +75,13 @@ class IAAHeadConfig:
     (this is its config: the options are written here only)."""
 
     name: Literal["iaa"] = "iaa"
-    emb: int = 64
-    dropout: float = 0.0  # on the embeddings, the search gates' input and the attentions' search inputs
+    emb: PositiveInt = 64
+    dropout: DropoutRate = 0.0  # on the embeddings, the search gates' input and the attentions' search inputs
     init: Init = "torch"
     share_encoder: bool = False  # one reader for query and document
-    steps: int = 8  # T, inference steps
-    inference: int = 512  # s, size of the inference GRU state
-    gate_hidden: int = 0  # hidden units of each search gate; 0 = the encoding size 2h
+    steps: PositiveInt = 8  # T, inference steps
+    inference: PositiveInt = 512  # s, size of the inference GRU state
+    gate_hidden: NonNegInt = 0  # hidden units of each search gate; 0 = the encoding size 2h
     fixed_query: bool = False  # ablation: uniform query attention q_{i,t} = 1/|Q|
 
 

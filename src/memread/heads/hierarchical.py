@@ -35,25 +35,25 @@ from memread.heads.base import ModelOutput
 from memread.modules.pooling import pool
 from memread.modules.word_embedding import WordEmbedding
 from memread.readers import READERS, build_reader
-from memread.typed import from_dict
+from memread.typed import DropoutRate, PositiveInt, from_dict
 
 
 @dataclass
 class HierarchicalHeadConfig:
     name: Literal["hierarchical"] = "hierarchical"
-    emb: int = 100  # must equal the vectors' size when data.vectors is set
+    emb: PositiveInt = 100  # must equal the vectors' size when data.vectors is set
     oov: Literal["zero", "gaussian"] = "zero"  # rows of words without a pretrained vector
     freeze: bool = False
     pool: Literal["mean", "last", "max"] = "last"  # sentence reader states -> sentence vector
     doc_pool: Literal["mean", "last", "max"] = "last"  # document reader states -> document vector
     doc_reader: str = "lstm"  # any reader name; built with doc_hidden and doc_layers
-    doc_hidden: int = 100
-    doc_layers: int = 1
-    emb_dropout: float = 0.0  # on the word embeddings
-    doc_dropout: float = 0.15  # on the sentence vectors, the document reader's input
-    dropout: float = 0.2  # on the document vector, before the softmax layer
+    doc_hidden: PositiveInt = 100
+    doc_layers: PositiveInt = 1
+    emb_dropout: DropoutRate = 0.0  # on the word embeddings
+    doc_dropout: DropoutRate = 0.15  # on the sentence vectors, the document reader's input
+    dropout: DropoutRate = 0.2  # on the document vector, before the softmax layer
     checkpoint_sentences: bool = False  # recompute the sentence reader in the backward pass
-    sentence_chunk: int = 64  # sentences per sentence-reader call (and per checkpoint)
+    sentence_chunk: PositiveInt = 64  # sentences per sentence-reader call (and per checkpoint)
 
     def __post_init__(self) -> None:
         for key in ("emb_dropout", "doc_dropout", "dropout"):

@@ -16,15 +16,16 @@ from memread.heads.base import ModelOutput
 from memread.modules.output import VocabularyProjection
 from memread.readers import READERS, build_reader, readers_with
 from memread.readers.base import ReaderOutput
+from memread.typed import DropoutRate, PositiveFloat, PositiveInt
 
 
 @dataclass
 class LMHeadConfig:
     name: Literal["lm"] = "lm"
-    emb: int = 150
-    dropout: float = 0.0  # on embeddings and on reader outputs
+    emb: PositiveInt = 150
+    dropout: DropoutRate = 0.0  # on embeddings and on reader outputs
     tie_weights: bool = False  # share embedding and softmax weights (needs emb == reader output size)
-    init_range: float = 0.1  # uniform(-r, r) for embedding and softmax weights
+    init_range: PositiveFloat = 0.1  # uniform(-r, r) for embedding and softmax weights
 
 
 class LanguageModel(nn.Module):

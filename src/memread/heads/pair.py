@@ -46,6 +46,7 @@ from memread.modules.pooling import pool
 from memread.modules.word_embedding import WordEmbedding
 from memread.readers import READERS, build_reader, readers_with
 from memread.readers.lstmn_fusion import FusionConfig, LSTMNFusionDecoder
+from memread.typed import DropoutRate, PositiveInt
 
 Encoder = Literal["siamese", "two", "attention", "mma", "mma_attention", "shallow_fusion", "deep_fusion"]
 
@@ -56,8 +57,8 @@ class PairHeadConfig(WordInputConfig):
     encoder: Encoder = "siamese"
     features: Literal["nse", "concat"] = "nse"
     pool: Literal["mean", "last", "max"] = "last"
-    mlp: int = 1024  # units of the classifier's ReLU layer
-    dropout: float = 0.3  # before and after the ReLU layer
+    mlp: PositiveInt = 1024  # units of the classifier's ReLU layer
+    dropout: DropoutRate = 0.3  # before and after the ReLU layer
 
     def __post_init__(self) -> None:
         super().__post_init__()

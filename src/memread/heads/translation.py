@@ -42,6 +42,7 @@ from memread.readers import build_reader
 from memread.readers.attention_decoder import AttentionDecoderConfig, AttentionLSTMDecoder
 from memread.readers.lstmn_fusion import FusionConfig, LSTMNFusionDecoder
 from memread.readers.nse_decoder import NSEDecoder, NSEDecoderConfig
+from memread.typed import DropoutRate, PositiveInt
 
 
 @dataclass
@@ -50,12 +51,12 @@ class TranslatorConfig:
     head's class below names itself (``name`` stays the first field)."""
 
     name: str = ""
-    emb: int = 300  # source embedding size; must equal the vectors' size when data.vectors is set
-    tgt_emb: int = 300  # target embedding size (a learned lookup table)
+    emb: PositiveInt = 300  # source embedding size; must equal the vectors' size when data.vectors is set
+    tgt_emb: PositiveInt = 300  # target embedding size (a learned lookup table)
     freeze: bool = False  # keep the source embedding fixed (the paper: fixed GloVe vectors); needs data.vectors
     oov: Literal["zero", "gaussian"] = "zero"  # source rows without a vector (with data.vectors)
-    input_dropout: float = 0.2  # on the source and target embeddings
-    output_dropout: float = 0.3  # on the decoder's output states, before the softmax layer
+    input_dropout: DropoutRate = 0.2  # on the source and target embeddings
+    output_dropout: DropoutRate = 0.3  # on the decoder's output states, before the softmax layer
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.input_dropout < 1.0 or not 0.0 <= self.output_dropout < 1.0:
@@ -65,7 +66,7 @@ class TranslatorConfig:
 @dataclass
 class AttentionDecoderHeadConfig(TranslatorConfig):
     name: Literal["attention_decoder"] = "attention_decoder"
-    decoder_layers: int = 2  # of the LSTM decoder
+    decoder_layers: PositiveInt = 2  # of the LSTM decoder
     input_feeding: bool = False  # feed h~_{t-1} into the LSTM with y_t (off: the LSTM runs fused over the target)
 
     def __post_init__(self) -> None:

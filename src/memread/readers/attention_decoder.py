@@ -21,12 +21,13 @@ from torch import Tensor, nn
 from memread.modules.attention import AdditiveAttention
 from memread.modules.masking import masked_mean, masked_softmax
 from memread.readers.base import ReaderOutput
+from memread.typed import PositiveInt
 
 
 @dataclass
 class AttentionDecoderConfig:
-    hidden: int = 300
-    layers: int = 2
+    hidden: PositiveInt = 300
+    layers: PositiveInt = 2
     input_feeding: bool = False
 
 

@@ -31,14 +31,15 @@ from memread.errors import MemreadError
 from memread.modules.document_lstm import DocumentLSTM
 from memread.modules.window import WindowAttention, attention_matrix, carry, extend, pack_state, prepare, unpack_state
 from memread.readers.base import ReaderOutput
+from memread.typed import PositiveFloat, PositiveInt
 
 
 @dataclass
 class AttentionLMConfig:
     name: Literal["attention"] = "attention"
-    hidden: int = 300  # k: LSTM size, also the size of h*_t (Table 2c: 296 for w = 300, 77k words)
-    window: int = 5  # L: how many previous outputs are attended over
-    init_range: float = 0.1  # every weight uniform in (-r, r) (section 4.1)
+    hidden: PositiveInt = 300  # k: LSTM size, also the size of h*_t (Table 2c: 296 for w = 300, 77k words)
+    window: PositiveInt = 5  # L: how many previous outputs are attended over
+    init_range: PositiveFloat = 0.1  # every weight uniform in (-r, r) (section 4.1)
     forget_bias: float = 1.0  # LSTM forget-gate bias (section 4.1)
     impl: Literal["fast", "reference"] = "fast"  # "reference": the equations token by token, to check against
 

@@ -16,13 +16,14 @@ from torch import Tensor, nn
 from memread.modules.document_lstm import DocumentLSTM
 from memread.modules.window import prepare
 from memread.readers.base import ReaderOutput
+from memread.typed import PositiveFloat, PositiveInt
 
 
 @dataclass
 class DocLSTMConfig:
     name: Literal["doc_lstm"] = "doc_lstm"
-    hidden: int = 300
-    init_range: float = 0.1
+    hidden: PositiveInt = 300
+    init_range: PositiveFloat = 0.1
     forget_bias: float = 1.0
     impl: Literal["fast", "reference"] = "fast"  # "reference": the equations token by token, to check against
 

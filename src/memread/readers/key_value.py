@@ -20,14 +20,15 @@ from dataclasses import dataclass
 from typing import Literal
 
 from memread.readers.attention_lm import WindowAttentionReader
+from memread.typed import PositiveFloat, PositiveInt
 
 
 @dataclass
 class KeyValueConfig:
     name: Literal["kv"] = "kv"
-    hidden: int = 300  # LSTM size, a multiple of 2 (key and value have hidden / 2 each)
-    window: int = 5  # L
-    init_range: float = 0.1
+    hidden: PositiveInt = 300  # LSTM size, a multiple of 2 (key and value have hidden / 2 each)
+    window: PositiveInt = 5  # L
+    init_range: PositiveFloat = 0.1
     forget_bias: float = 1.0
     impl: Literal["fast", "reference"] = "fast"  # "reference": the equations token by token, to check against
 

@@ -20,14 +20,15 @@ from dataclasses import dataclass
 from typing import Literal
 
 from memread.readers.attention_lm import WindowAttentionReader
+from memread.typed import PositiveFloat, PositiveInt
 
 
 @dataclass
 class KeyValuePredictConfig:
     name: Literal["kvp"] = "kvp"
-    hidden: int = 300  # LSTM size, a multiple of 3 (key, value and predict have hidden / 3 each)
-    window: int = 5  # L
-    init_range: float = 0.1
+    hidden: PositiveInt = 300  # LSTM size, a multiple of 3 (key, value and predict have hidden / 3 each)
+    window: PositiveInt = 5  # L
+    init_range: PositiveFloat = 0.1
     forget_bias: float = 1.0
     impl: Literal["fast", "reference"] = "fast"  # "reference": the equations token by token, to check against
 

@@ -99,6 +99,7 @@ from memread.errors import MemreadError
 from memread.modules.masking import masked_softmax
 from memread.readers._lstmn_kernels import kernels
 from memread.readers.base import ReaderOutput
+from memread.typed import DropoutRate, NonNegInt, PositiveInt
 
 # A carried tape longer than this with ``span = 0`` is refused: set ``span`` for continuous streams.
 MAX_UNBOUNDED_TAPE = 4096
@@ -107,11 +108,11 @@ MAX_UNBOUNDED_TAPE = 4096
 @dataclass
 class LSTMNConfig:
     name: Literal["lstmn"] = "lstmn"
-    hidden: int = 300  # size of h_t, c_t and of the attention layer in (4)
-    layers: int = 1  # deep LSTMN (3.3): attention vector of layer k + skip connection -> layer k+1
-    span: int = 0  # attend to at most the `span` most recent slots; the state carries as many. 0 = unbounded
+    hidden: PositiveInt = 300  # size of h_t, c_t and of the attention layer in (4)
+    layers: PositiveInt = 1  # deep LSTMN (3.3): attention vector of layer k + skip connection -> layer k+1
+    span: NonNegInt = 0  # attend to at most the `span` most recent slots; the state carries as many. 0 = unbounded
     deep_attention: bool = False  # early version: layer k+1's attention also sees h_t^k (its W_l term)
-    dropout: float = 0.0  # on each layer's output before it feeds the layer above (layers > 1)
+    dropout: DropoutRate = 0.0  # on each layer's output before it feeds the layer above (layers > 1)
     impl: Literal["fast", "reference"] = "fast"  # "reference": equations (4)-(9) token by token, to check against
 
 

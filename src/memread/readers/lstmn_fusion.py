@@ -79,13 +79,14 @@ from torch.autograd.function import once_differentiable
 
 from memread.errors import MemreadError
 from memread.readers.base import ReaderOutput
+from memread.typed import DropoutRate, PositiveInt
 
 
 @dataclass
 class FusionConfig:
     name: Literal["lstmn_shallow", "lstmn_deep"]
-    hidden: int = 300  # size of h_t, c_t and of both attention layers
-    dropout: float = 0.0  # on the decoder's outputs (states)
+    hidden: PositiveInt = 300  # size of h_t, c_t and of both attention layers
+    dropout: DropoutRate = 0.0  # on the decoder's outputs (states)
 
 
 def _write(buf: Tensor, n: int, value: Tensor, inplace: bool) -> Tensor:

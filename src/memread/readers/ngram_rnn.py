@@ -19,7 +19,7 @@ those of this model with one more part, i.e. ``n = N + 1`` here (see ``memread.p
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import Annotated, Literal
 
 import torch
 from torch import Tensor, nn
@@ -28,14 +28,15 @@ from memread.errors import MemreadError
 from memread.modules.document_lstm import DocumentLSTM
 from memread.modules.window import History, carry, extend, lagged, pack_state, prepare, unpack_state
 from memread.readers.base import ReaderOutput
+from memread.typed import PositiveFloat, PositiveInt, Range
 
 
 @dataclass
 class NGramRNNConfig:
     name: Literal["ngram"] = "ngram"
-    hidden: int = 300  # LSTM size, a multiple of n - 1
-    n: int = 4  # N: the prediction reads the outputs of the last N-1 steps (this one included)
-    init_range: float = 0.1
+    hidden: PositiveInt = 300  # LSTM size, a multiple of n - 1
+    n: Annotated[int, Range(2)] = 4  # N: the prediction reads the outputs of the last N-1 steps (this one included)
+    init_range: PositiveFloat = 0.1
     forget_bias: float = 1.0
     impl: Literal["fast", "reference"] = "fast"  # "reference": the equations token by token, to check against
 

@@ -90,6 +90,7 @@ from memread.errors import MemreadError
 from memread.modules.lstm_step import lstm_step
 from memread.modules.masking import masked_softmax
 from memread.readers.base import ReaderOutput
+from memread.typed import DropoutRate, NonNegInt, PositiveInt
 
 INIT_RANGE = 0.1  # the authors' uniform(-0.1, 0.1) for every parameter
 
@@ -97,10 +98,10 @@ INIT_RANGE = 0.1  # the authors' uniform(-0.1, 0.1) for every parameter
 @dataclass
 class NSEConfig:
     name: Literal["nse"] = "nse"
-    hidden: int = 300  # k: memory slot size = read/write LSTM size
-    layers: int = 1  # layers of the read LSTM and of the write LSTM (WikiQA setup: 2)
-    dropout: float = 0.0  # on the read LSTM's input x_t and on the write LSTM's input c_t
-    shared: int = 0  # MMA-NSE: number of other memories read and written each step (eq. 7-15)
+    hidden: PositiveInt = 300  # k: memory slot size = read/write LSTM size
+    layers: PositiveInt = 1  # layers of the read LSTM and of the write LSTM (WikiQA setup: 2)
+    dropout: DropoutRate = 0.0  # on the read LSTM's input x_t and on the write LSTM's input c_t
+    shared: NonNegInt = 0  # MMA-NSE: number of other memories read and written each step (eq. 7-15)
     impl: Literal["fast", "reference"] = "fast"  # "reference": equations (1)-(15) token by token, to check against
 
 

@@ -50,13 +50,14 @@ from torch import Tensor, nn
 from memread.errors import MemreadError
 from memread.readers.base import ReaderOutput
 from memread.readers.nse import INIT_RANGE, _keys
+from memread.typed import DropoutRate, PositiveInt
 
 
 @dataclass
 class NSEDecoderConfig:
-    hidden: int = 300  # k: must equal the encoder NSE's slot size
-    layers: int = 1  # of the read LSTM and of the write LSTM
-    dropout: float = 0.0  # on the read LSTM's input y_t and on the write LSTM's input c_t
+    hidden: PositiveInt = 300  # k: must equal the encoder NSE's slot size
+    layers: PositiveInt = 1  # of the read LSTM and of the write LSTM
+    dropout: DropoutRate = 0.0  # on the read LSTM's input y_t and on the write LSTM's input c_t
 
 
 class NSEDecoder(nn.Module):

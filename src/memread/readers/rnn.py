@@ -13,14 +13,15 @@ from torch import Tensor, nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from memread.readers.base import ReaderOutput
+from memread.typed import DropoutRate, PositiveInt
 
 
 @dataclass
 class RNNReaderConfig:
     name: Literal["lstm", "rnn", "gru"] = "lstm"
-    hidden: int = 300
-    layers: int = 1
-    dropout: float = 0.0  # between stacked layers
+    hidden: PositiveInt = 300
+    layers: PositiveInt = 1
+    dropout: DropoutRate = 0.0  # between stacked layers
     bidirectional: bool = False
 
 

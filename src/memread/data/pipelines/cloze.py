@@ -32,16 +32,17 @@ from memread.data.cbt import ClozeExample, read_cbt
 from memread.data.stories import story_splits
 from memread.data.vocab import Vocab
 from memread.errors import MemreadError
+from memread.typed import NonNegInt, PositiveInt
 
 
 @dataclass
 class StoriesClozeConfig:
     name: Literal["stories"] = "stories"
-    stories: int = 4000  # training stories (valid and test get a tenth each)
+    stories: PositiveInt = 4000  # training stories (valid and test get a tenth each)
     story_seed: int = 0
-    min_count: int = 1
-    max_vocab: int = 0  # 0 = no cap
-    bucket: int = 0  # sort by document length within pools of this many batches; 0 = no sorting
+    min_count: NonNegInt = 1
+    max_vocab: NonNegInt = 0  # 0 = no cap
+    bucket: NonNegInt = 0  # sort by document length within pools of this many batches; 0 = no sorting
 
 
 @dataclass
@@ -50,9 +51,9 @@ class ClozeFilesConfig:
     train_file: str = ""  # cbt: CBT-format files; cnn: folders of rc-data .question files (relative to the data root)
     valid_file: str = ""
     test_file: str = ""
-    min_count: int = 1
-    max_vocab: int = 0
-    bucket: int = 0
+    min_count: NonNegInt = 1
+    max_vocab: NonNegInt = 0
+    bucket: NonNegInt = 0
 
 
 @dataclass
@@ -62,10 +63,10 @@ class BooksClozeConfig:
     valid_books: tuple[str, ...] = ()  # book names (file names without .txt/.gz) held out for valid
     test_books: tuple[str, ...] = ()  # ... and for test; every other book is for training
     word_class: Literal["NE", "P", "CN", "V"] = "NE"  # CN and V need a tagger (memread data cloze)
-    window_stride: int = 1  # sentences between consecutive 21-sentence windows
-    min_count: int = 1
-    max_vocab: int = 0
-    bucket: int = 0
+    window_stride: PositiveInt = 1  # sentences between consecutive 21-sentence windows
+    min_count: NonNegInt = 1
+    max_vocab: NonNegInt = 0
+    bucket: NonNegInt = 0
 
 
 @dataclass
@@ -73,10 +74,10 @@ class BabiClozeConfig:
     name: Literal["babi"] = "babi"
     dir: str = "babi/en-10k"  # folder under the data root
     tasks: tuple[int, ...] = (1, 2, 4, 5, 11, 12, 13, 14, 16)  # valid = the last tenth of each train file
-    max_sentences: int = 50  # the story's most recent statements kept as the document; 0 = all
-    min_count: int = 1
-    max_vocab: int = 0
-    bucket: int = 0
+    max_sentences: NonNegInt = 50  # the story's most recent statements kept as the document; 0 = all
+    min_count: NonNegInt = 1
+    max_vocab: NonNegInt = 0
+    bucket: NonNegInt = 0
 
 
 ClozeDataConfig = StoriesClozeConfig | ClozeFilesConfig | BooksClozeConfig | BabiClozeConfig

@@ -33,6 +33,7 @@ from memread.data.batching import Batches
 from memread.data.documents import ACL_IMDB_FILE, ACL_IMDB_RATINGS, Document, dev_split, read_acl_imdb, read_tang
 from memread.data.vocab import Vocab, vectors_path, vocabulary
 from memread.errors import MemreadError
+from memread.typed import NonNegInt, Probability
 
 
 def _check_caps(cfg) -> None:
@@ -44,11 +45,11 @@ def _check_caps(cfg) -> None:
 class IMDBAclConfig:
     name: Literal["imdb-acl"] = "imdb-acl"
     labels: Literal["stars", "polarity"] = "stars"
-    dev_fraction: float = 0.1  # share of aclImdb's train set held out as "valid"
+    dev_fraction: Probability = 0.1  # share of aclImdb's train set held out as "valid"
     vectors: str = ""  # GloVe-format file under the data root: the vocabulary adds every word with a vector
-    min_count: int = 1
-    max_words: int = 50  # words kept per sentence (the first ones); 0 = no cap
-    max_sentences: int = 40  # sentences kept per document (the first ones); 0 = no cap
+    min_count: NonNegInt = 1
+    max_words: NonNegInt = 50  # words kept per sentence (the first ones); 0 = no cap
+    max_sentences: NonNegInt = 40  # sentences kept per document (the first ones); 0 = no cap
 
     def __post_init__(self) -> None:
         _check_caps(self)
@@ -64,9 +65,9 @@ class TangConfig:
     tang_valid: str = "tang/imdb.dev.txt.ss"
     tang_test: str = "tang/imdb.test.txt.ss"
     vectors: str = ""
-    min_count: int = 1
-    max_words: int = 50
-    max_sentences: int = 40
+    min_count: NonNegInt = 1
+    max_words: NonNegInt = 50
+    max_sentences: NonNegInt = 40
 
     def __post_init__(self) -> None:
         _check_caps(self)

@@ -25,23 +25,24 @@ from memread.data.stream import DocumentStreamBatches, StreamBatches
 from memread.data.vocab import Vocab
 from memread.data.wikitext import map_numbers, read_wikitext, wikitext_path
 from memread.errors import MemreadError
+from memread.typed import NonNegInt, PositiveInt
 
 
 @dataclass
 class PTBConfig:
     name: Literal["ptb"] = "ptb"
-    bptt: int = 35
-    min_count: int = 1
-    max_vocab: int = 0  # 0 = no cap
+    bptt: PositiveInt = 35
+    min_count: NonNegInt = 1
+    max_vocab: NonNegInt = 0  # 0 = no cap
     numbers: bool = False  # map every number token to "N" (Daniluk et al.'s Wikipedia preprocessing)
 
 
 @dataclass
 class WikiTextConfig:
     name: Literal["wikitext-2", "wikitext-103"] = "wikitext-2"
-    bptt: int = 35
-    min_count: int = 1
-    max_vocab: int = 0  # Daniluk et al.'s Wikipedia corpus: the 77k most frequent words
+    bptt: PositiveInt = 35
+    min_count: NonNegInt = 1
+    max_vocab: NonNegInt = 0  # Daniluk et al.'s Wikipedia corpus: the 77k most frequent words
     numbers: bool = False
     documents: bool = False  # reset the reader at each article's start
 
@@ -49,21 +50,21 @@ class WikiTextConfig:
 @dataclass
 class StoriesTextConfig:
     name: Literal["stories-text"] = "stories-text"
-    bptt: int = 35
-    min_count: int = 1
-    max_vocab: int = 0
+    bptt: PositiveInt = 35
+    min_count: NonNegInt = 1
+    max_vocab: NonNegInt = 0
     numbers: bool = False
     documents: bool = False  # reset the reader at each story's start
-    stories: int = 2000  # training stories (valid and test get a tenth each)
+    stories: PositiveInt = 2000  # training stories (valid and test get a tenth each)
     story_seed: int = 0
 
 
 @dataclass
 class CBTTextConfig:
     name: Literal["cbt-text"] = "cbt-text"
-    bptt: int = 35
-    min_count: int = 1
-    max_vocab: int = 0
+    bptt: PositiveInt = 35
+    min_count: NonNegInt = 1
+    max_vocab: NonNegInt = 0
     numbers: bool = False
     documents: bool = False  # reset the reader at each story's start
     train_file: str = ""  # CBT-format files, relative to the data root

@@ -11,6 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterable
 
+from memread.typed import NonNegInt
+
 
 @dataclass
 class TextDataConfig:
@@ -18,8 +20,8 @@ class TextDataConfig:
 
     lowercase: bool = True  # GloVe 6B is uncased
     vectors: str = ""  # GloVe-format file under the data root, e.g. "glove/glove.6B.50d.txt.gz" ("" = none)
-    min_count: int = 1  # training words seen fewer times are <unk> (unless they have a vector)
-    bucket: int = 0  # sort training batches by length within pools of this many batches; 0 = no sorting
+    min_count: NonNegInt = 1  # training words seen fewer times are <unk> (unless they have a vector)
+    bucket: NonNegInt = 0  # sort training batches by length within pools of this many batches; 0 = no sorting
 
 
 def words(tokens: Iterable[str], lowercase: bool) -> list[str]:

@@ -37,6 +37,7 @@ from memread.data.iwslt import TranslationPair, iwslt_path, read_iwslt, read_sen
 from memread.data.vocab import PAD, UNK, Vocab, vectors_path
 from memread.errors import MemreadError
 from memread.modules.embeddings import read_vectors
+from memread.typed import NonNegInt, Probability
 
 BOS, EOS = "<s>", "</s>"
 
@@ -47,14 +48,14 @@ class IWSLT14Config:
     source: Literal["en", "de"] = "en"  # the NSE paper translates English -> German
     unk_mapped: bool = False  # read the .wmixerprep files (MIXER's rare words already <unk>)
     train_file: Literal["train", "valid"] = "valid"  # no IWSLT14 train file in the benchmark data
-    dev_fraction: float = 0.1  # the last part of train_file held out as the dev ("valid") split; 0: the valid file
+    dev_fraction: Probability = 0.1  # the last part of train_file held out as the dev ("valid") split; 0: the valid file
     test_file: Literal["valid", "test"] = "test"
-    max_len: int = 25  # drop pairs with more words on either side (the paper: 25); 0 = keep all
-    src_vocab: int = 0  # most frequent source training words kept (0 = all); specials included
-    tgt_vocab: int = 25000  # most frequent target training words kept (the paper: 25,000); specials included
-    min_count: int = 1
+    max_len: NonNegInt = 25  # drop pairs with more words on either side (the paper: 25); 0 = keep all
+    src_vocab: NonNegInt = 0  # most frequent source training words kept (0 = all); specials included
+    tgt_vocab: NonNegInt = 25000  # most frequent target training words kept (the paper: 25,000); specials included
+    min_count: NonNegInt = 1
     vectors: str = ""  # GloVe-format file under the data root, for the source side (head.emb = its size)
-    bucket: int = 0  # sort training batches by length within pools of this many batches; 0 = no sorting
+    bucket: NonNegInt = 0  # sort training batches by length within pools of this many batches; 0 = no sorting
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.dev_fraction < 1.0:
