@@ -1,10 +1,23 @@
+import importlib.util
 import json
+import re
+from pathlib import Path
 
 import pytest
+import torch
 
 from memread.bench.readers import bench, reader_config
 from memread.errors import MemreadError
-from memread.tools.quickstart import quickstart
+from memread.tools.quickstart import quickstart, run_record
+
+REPO = Path(__file__).parent.parent
+
+
+def quickstart_figure():
+    spec = importlib.util.spec_from_file_location("quickstart_figure", REPO / "scripts" / "quickstart_figure.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def test_bench_reports_both_models_in_one_json_line():
@@ -30,4 +43,26 @@ def test_quickstart_memory_reader_beats_memoryless_baseline(tmp_path, capsys):
     assert results["memory"]["test_accuracy"] > results["baseline"]["test_accuracy"] + 0.3
     png = tmp_path / "attention.png"
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 5000
-    assert json.loads((tmp_path / "results.json").read_text())["memory"] == results["memory"]
+    written = json.loads((tmp_path / "results.json").read_text())
+    assert written["memory"] == results["memory"]
+    assert written["run"]["command"] == "memread quickstart" and written["run"]["threads"] >= 1
+    # the run can become the README's record, and its figure is what the quickstart printed
+    record = quickstart_figure().record_from_run(written)
+    shown = re.findall(r"(\d+\.\d)%\n", out)
+    assert quickstart_figure().figure(record) == f"{shown[0]}% / {shown[1]}%"
+
+
+def test_a_quickstart_record_says_where_its_numbers_come_from():
+    run = run_record(600, 1)
+    assert run["command"] == "memread quickstart"
+    assert run_record(50, 3)["command"] == "memread quickstart --steps 50 --seed 3"
+    assert run["torch"] == torch.__version__ and run["threads"] == torch.get_num_threads()
+    assert run["commit"] is None or re.fullmatch(r"[0-9a-f]{7,}(-dirty)?", run["commit"])
+    assert "cores" in run["cpu"] and re.fullmatch(r"\d{4}-\d\d-\d\d", run["date"])
+    results = {"baseline": {"test_accuracy": 0.1475}, "memory": {"test_accuracy": 0.955}, "total_seconds": 60.0,
+               "attention_png": "x.png", "run": run}
+    qf = quickstart_figure()
+    assert qf.record_from_run(results) == {k: results[k] for k in ("baseline", "memory", "total_seconds", "run")}
+    assert qf.figure(results) == "14.8% / 95.5%"
+    with pytest.raises(SystemExit, match="missing run"):
+        qf.record_from_run({k: results[k] for k in ("baseline", "memory", "total_seconds")})

@@ -43,3 +43,51 @@ def test_the_layout_names_every_part_file():
         for path in (src / package).glob("*.py"):
             if path.name != "__init__.py":
                 assert path.name in layout, f"README Layout does not name {package}/{path.name}"
+
+
+def quickstart_figure():
+    """``scripts/quickstart_figure.py`` as a module (standard library only)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("quickstart_figure", REPO / "scripts" / "quickstart_figure.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_using_it_says_where_datasets_are_read_from():
+    using = README.read_text(encoding="utf-8").split("## Using it", 1)[1].split("```", 1)[0]
+    assert "data root" in using and "export MEMREAD_DATA=" in using and "--data-root" in using
+
+
+def test_the_readme_quickstart_figure_is_the_recorded_run():
+    """The README's quickstart accuracies are those of ``results/quickstart.json`` (the recorded run);
+    ``python scripts/quickstart_figure.py`` rewrites them from it."""
+    import json
+
+    qf = quickstart_figure()
+    record = json.loads((REPO / "results" / "quickstart.json").read_text(encoding="utf-8"))
+    assert {"baseline", "memory", "run"} <= record.keys() and record["run"]["commit"]
+    assert qf.stated(README.read_text(encoding="utf-8")) == qf.figure(record), \
+        "README's quickstart figure differs from results/quickstart.json: run python scripts/quickstart_figure.py"
+
+
+def test_the_figure_script_checks_and_rewrites_only_the_figure(tmp_path):
+    import json
+
+    qf = quickstart_figure()
+    readme = tmp_path / "README.md"
+    text = README.read_text(encoding="utf-8")
+    readme.write_text(text, encoding="utf-8")
+    record = json.loads((REPO / "results" / "quickstart.json").read_text(encoding="utf-8"))
+    record["memory"]["test_accuracy"] = 0.5
+    results = tmp_path / "quickstart.json"
+    results.write_text(json.dumps(record), encoding="utf-8")
+    args = ["--readme", str(readme), "--results", str(results)]
+    assert qf.main([*args, "--check"]) == 1 and readme.read_text(encoding="utf-8") == text
+    assert qf.main(args) == 0
+    new = readme.read_text(encoding="utf-8")
+    assert qf.stated(new) == qf.figure(record) == f"{record['baseline']['test_accuracy']:.1%} / 50.0%"
+    changed = [(a, b) for a, b in zip(text.splitlines(), new.splitlines(), strict=True) if a != b]
+    assert len(changed) == 1 and changed[0][1].startswith(qf.README_ROW)
+    assert qf.main([*args, "--check"]) == 0

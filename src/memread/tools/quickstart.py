@@ -7,19 +7,27 @@ them is), it trains the same LSTM twice with the one training loop:
 - **memory reader**: keeps every state it wrote as a memory, attends over it from the question and
   points at the answer (pointer-sum over the candidate's occurrences).
 
-It prints both test accuracies side by side and saves a PNG of what the memory reader attended to.
+It prints both test accuracies side by side, saves a PNG of what the memory reader attended to, and
+writes ``OUT/results.json``: both models' accuracies and where they come from (``run``: command, commit,
+threads, CPU, torch). The README's quickstart figure is generated from such a record, committed as
+``results/quickstart.json``, by ``scripts/quickstart_figure.py``.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import platform
 import shutil
+import subprocess
 import sys
 import time
+from datetime import datetime, timezone
 from pathlib import Path
 
 import torch
 
+from memread import __version__
 from memread.config import ExperimentConfig, TrainConfig
 from memread.criteria.cloze import ClozeNLLConfig
 from memread.data.cbt import BLANK
@@ -65,6 +73,7 @@ def quickstart(out: Path, steps: int = 600, seed: int = 1) -> dict:
     png = _picture(out / "memory", out / "attention.png")
     results["attention_png"] = str(png)
     results["total_seconds"] = time.perf_counter() - t_start
+    results["run"] = run_record(steps, seed)
     (out / "results.json").write_text(json.dumps(results, indent=2), encoding="utf-8")
 
     b, m = results["baseline"], results["memory"]
@@ -90,3 +99,43 @@ def _picture(run_dir: Path, path: Path) -> Path:
     query = " ".join(example.query).replace(BLANK, "____")
     title = f"question: {query}   answer: {example.answer}   predicted: {predicted}"
     return document_attention(example.context, weights, path, title=title, highlight=example.answer)
+
+
+def _commit() -> str | None:
+    """The git commit this quickstart's code is (``-dirty`` with local changes), or None when it does not
+    run from a git checkout (an installed copy is not the checkout's HEAD, even inside one)."""
+    here = Path(__file__).resolve()
+    try:
+        tracked = subprocess.run(["git", "-C", str(here.parent), "ls-files", "--error-unmatch", here.name],
+                                 capture_output=True, text=True, timeout=10)
+        if tracked.returncode != 0:
+            return None
+        out = subprocess.run(["git", "-C", str(here.parent), "describe", "--always", "--dirty", "--abbrev=7"],
+                             capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return (out.stdout.strip() or None) if out.returncode == 0 else None
+
+
+def _cpu() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace").splitlines():
+            if line.startswith("model name"):
+                return f"{line.split(':', 1)[1].strip()}, {os.cpu_count()} cores"
+    except OSError:
+        pass
+    return f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores"
+
+
+def run_record(steps: int, seed: int) -> dict:
+    """Where a quickstart's numbers come from: command, code, machine."""
+    return {
+        "command": "memread quickstart" + (f" --steps {steps}" if steps != 600 else "") + (f" --seed {seed}" if seed != 1 else ""),
+        "commit": _commit(),
+        "memread": __version__,
+        "torch": torch.__version__,
+        "threads": torch.get_num_threads(),
+        "cpu": _cpu(),
+        "date": datetime.now(timezone.utc).strftime("%Y-%m-%d"),
+    }
+
