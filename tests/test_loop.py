@@ -140,11 +140,13 @@ def test_resume_refuses_a_different_lr_scale_and_keeps_the_run(tmp_path):
     trainer.fit()
     resumed = resume_run(tmp_path / "run", tmp_path, ["train.max_steps=4"])  # same groups: fine
     assert [g["lr"] for g in resumed.optimizer.param_groups] == pytest.approx([0.5, 0.05])
+    assert json.loads((tmp_path / "run" / "config.json").read_text())["train"]["max_steps"] == 2  # not yet trained on
+    resumed.fit()
     saved = (tmp_path / "run" / "config.json").read_text()
-    assert json.loads(saved)["train"]["max_steps"] == 4  # the override that fits is recorded
+    assert json.loads(saved)["train"]["max_steps"] == 4  # the override the run went on with is recorded
     for override in ['train.lr_scale={"reader.*" = 0.2}', "train.lr_scale={}"]:
         with pytest.raises(MemreadError, match=r"do not fit train.lr_scale .*resume with the run's own"):
-            resume_run(tmp_path / "run", tmp_path, [override])
+            resume_run(tmp_path / "run", tmp_path, ["train.max_steps=6", override])
     assert (tmp_path / "run" / "config.json").read_text() == saved  # a refused resume changes nothing
 
 
@@ -215,7 +217,7 @@ def test_checkpoints_are_atomic_and_load_without_pickled_code(tmp_path):
 def test_mismatched_checkpoint_is_refused_and_nothing_is_lost(tmp_path):
     run = tmp_path / "run"
     start_run(lm_config(max_steps=3, batch_size=8), run, tmp_path).fit()
-    before = {p.name: p.read_bytes() for p in run.iterdir()}
+    before = {p.name: p.read_bytes() for p in run.iterdir() if not p.name.startswith(".lock")}
     # another run's config with a different hidden size
     other = tmp_path / "other"
     start_run(lm_config(hidden=16, max_steps=2), other, tmp_path).fit()
@@ -231,7 +233,7 @@ def test_mismatched_checkpoint_is_refused_and_nothing_is_lost(tmp_path):
         resume_run(run, tmp_path)
     (run / "vocab.json").write_bytes(before["vocab.json"])
     # refusing touched nothing else
-    after = {p.name: p.read_bytes() for p in run.iterdir()}
+    after = {p.name: p.read_bytes() for p in run.iterdir() if not p.name.startswith(".lock")}
     assert after == before
     with pytest.raises(MemreadError, match="already holds a run"):
         start_run(lm_config(max_steps=3), run, tmp_path)
@@ -280,4 +282,7 @@ def test_a_finished_run_given_more_epochs_goes_on_as_if_uninterrupted(tmp_path):
                       tmp_path / "early", tmp_path)
     early.fit()
     assert load_checkpoint(tmp_path / "early" / "checkpoint_last.pt")["loop"]["stopped"] == "early"
-    assert resume_run(tmp_path / "early", tmp_path, ["train.epochs=5"]).finished
+    before = {p.name: p.read_bytes() for p in (tmp_path / "early").iterdir() if not p.name.startswith(".lock")}
+    with pytest.raises(MemreadError, match="nothing to resume: it stopped early .* Nothing was changed"):
+        resume_run(tmp_path / "early", tmp_path, ["train.epochs=5"])
+    assert {p.name: p.read_bytes() for p in (tmp_path / "early").iterdir() if not p.name.startswith(".lock")} == before

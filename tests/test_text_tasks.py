@@ -298,7 +298,7 @@ def test_earlier_task_tables_translate_into_sections():
      "criterion 'answer_selection' does not fit data 'snli' .3 classes.; use criterion.name = 'cross_entropy'"),
     ({"data": {"name": "snli"}, "head": {"name": "pair", "encoder": "deep_fusion"}},
      "head.encoder = 'deep_fusion' needs a reader with memory_tape .*reader.name = 'lstm' has none .use one of lstmn."),
-    ({"data": {"name": "sst"}, "head": {"name": "mlp", "dropout": 1.0}}, "head.dropout must be in"),
+    ({"data": {"name": "sst"}, "head": {"name": "mlp", "dropout": 1.0}}, "key 'head.dropout' must be in"),
 ])
 def test_sections_are_airtight(raw, message):
     with pytest.raises(MemreadError, match=message):

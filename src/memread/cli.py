@@ -52,14 +52,29 @@ def cmd_train(args: argparse.Namespace) -> int:
         run_dir = Path(args.run_dir) if args.run_dir else Path("runs") / Path(args.config).with_suffix("").name
         trainer = start_run(cfg, run_dir, root)
     print(f"run directory: {run_dir}", file=sys.stderr)
-    try:
-        trainer.fit()
-    except KeyboardInterrupt:
-        print(f"\ninterrupted; continue with: memread train --resume {run_dir}", file=sys.stderr)
-        return 130
-    result = final_evaluation(run_dir, root, progress=trainer.cfg.train.progress)
+    with trainer:  # holds the run directory's lock until final.json is written
+        try:
+            trainer.fit()
+        except KeyboardInterrupt:
+            print(f"\ninterrupted; continue with: memread train --resume {run_dir}", file=sys.stderr)
+            return 130
+        except (MemreadError, OSError) as e:  # a fault while training: say how to go on from what is saved
+            raise MemreadError(_with_resume_hint(e, run_dir)) from e
+        result = final_evaluation(run_dir, root, progress=trainer.cfg.train.progress)
     print(json.dumps({"run_dir": str(run_dir), **result}))
     return 0
+
+
+def _with_resume_hint(e: Exception, run_dir: Path) -> str:
+    from memread.errors import os_error_line
+    from memread.training.loop import Diverged
+
+    line = os_error_line(e) if isinstance(e, OSError) else str(e)
+    if isinstance(e, Diverged):
+        return line  # it says itself what is kept
+    if (run_dir / "checkpoint_last.pt").exists():
+        return f"{line}; checkpoint_last.pt is intact: continue with memread train --resume {run_dir}"
+    return f"{line}; no checkpoint was written yet: start the run again in {run_dir}"
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
@@ -296,6 +311,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     parser = argparse.ArgumentParser(prog="memread", description="Memory-augmented neural readers.")
     parser.add_argument("--version", action="version", version=f"memread {__version__}")
+    parser.add_argument("--debug", action="store_true", help="show the traceback of an error (also: MEMREAD_DEBUG=1)")
     sub = parser.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser("quickstart", help="baseline vs memory reader on built-in stories, in under 3 minutes")
@@ -434,9 +450,21 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    import os
+
     args = build_parser().parse_args(argv)
+    debug = args.debug or os.environ.get("MEMREAD_DEBUG", "") not in ("", "0")
     try:
         return args.func(args)
     except MemreadError as e:
+        if debug:
+            raise
         print(f"memread: error: {e}", file=sys.stderr)
+        return 2
+    except OSError as e:  # a file the run or the data root cannot read or write
+        if debug:
+            raise
+        from memread.errors import os_error_line
+
+        print(f"memread: error: {os_error_line(e)}", file=sys.stderr)
         return 2

@@ -55,6 +55,10 @@ class TrainConfig:
     min_improvement: NonNegFloat = 0.0  # relative improvement that counts as "significant"
     patience: NonNegInt = 0  # early stopping after this many evaluations without improvement; 0 = off
     min_lr: NonNegFloat = 0.0  # stop when the learning rate decays below this
+    # stop a diverged run: a training loss above this many times the first step's loss, or a validation metric
+    # (one where lower is better: perplexity, MSE) above this many times the best so far; 0 = only losses
+    # that are not finite stop it
+    divergence: NonNegFloat = 10.0
     restore_best: bool = False  # on a validation worse than the best, go back to checkpoint_best's weights (lr stays decayed)
     seed: int = 1
     log_every: PositiveInt = 50  # optimizer steps between lines in metrics.jsonl

@@ -8,18 +8,20 @@ A run directory holds ``config.json`` (the full, validated experiment), ``vocab.
 from __future__ import annotations
 
 import json
+import sys
 import tempfile
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from memread.config import ExperimentConfig, apply_overrides, experiment_from_dict, upgrade
+from memread.config import SECTIONS, ExperimentConfig, apply_overrides, experiment_from_dict, upgrade
 from memread.data.vocab import Vocab
-from memread.errors import MemreadError
+from memread.errors import MemreadError, os_error_line
 from memread.tasks import Task
-from memread.training.checkpoint import check_compatible, load_checkpoint, load_model_state
+from memread.training.checkpoint import check_compatible, load_checkpoint, load_model_state, write_text_atomically
 from memread.training.loop import Trainer, evaluate
+from memread.training.runlock import RunLock
 
 
 def build_task(cfg: ExperimentConfig, data_root: Path, vocab: Vocab | None = None) -> Task:
@@ -30,7 +32,7 @@ def build_model(cfg: ExperimentConfig, task: Task) -> torch.nn.Module:
     return task.build_model(cfg.train.seed)
 
 
-def read_run_config(run_dir: Path, overrides: list[str] = ()) -> ExperimentConfig:
+def _read_raw_config(run_dir: Path) -> dict:
     path = run_dir / "config.json"
     if not path.is_file():
         raise MemreadError(f"{run_dir}: not a memread run directory (no config.json)")
@@ -38,42 +40,124 @@ def read_run_config(run_dir: Path, overrides: list[str] = ()) -> ExperimentConfi
         raw = json.loads(path.read_text(encoding="utf-8"))
     except json.JSONDecodeError as e:
         raise MemreadError(f"{path}:{e.lineno}: not valid JSON ({e.msg})") from None
+    except OSError as e:
+        raise MemreadError(os_error_line(e, path)) from None
+    if not isinstance(raw, dict):
+        raise MemreadError(f"{path}: not a memread run config (a JSON object expected)")
+    return upgrade(raw, str(path))
+
+
+def read_run_config(run_dir: Path, overrides: list[str] = ()) -> ExperimentConfig:
+    path = run_dir / "config.json"
+    raw = _read_raw_config(run_dir)
     for o in overrides:
         if not o.strip().startswith("train."):
             raise MemreadError(f"--set {o!r}: a resumed run can only change [train] settings; start a new run to change {o.split('=')[0]}")
-    return experiment_from_dict(apply_overrides(upgrade(raw, str(path)), list(overrides)), str(path))
+    return experiment_from_dict(apply_overrides(raw, list(overrides)), str(path))
+
+
+# [train] keys a resumed run cannot take a new value of: they fix the data order or live in the optimizer state
+FIXED_ON_RESUME = ("optimizer", "batch_size", "seed", "betas", "momentum", "weight_decay")
+
+
+def _lock(run_dir: Path) -> RunLock:
+    try:
+        run_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise MemreadError(os_error_line(e, run_dir)) from None
+    return RunLock(run_dir).acquire()
+
+
+def _write_new_run(cfg: ExperimentConfig, run_dir: Path, task: Task, model: torch.nn.Module, lock: RunLock) -> Trainer:
+    """Under ``lock``: clear what a run that never checkpointed left, write config.json and vocab.json."""
+    for name in ("metrics.jsonl", "checkpoint_best.pt", "final.json"):
+        (run_dir / name).unlink(missing_ok=True)
+    write_text_atomically(run_dir / "config.json", cfg.to_json())
+    task.vocab.save(run_dir / "vocab.json")
+    return Trainer(cfg, task, model, run_dir, task.vocab.fingerprint(), lock=lock)
 
 
 def start_run(cfg: ExperimentConfig, run_dir: Path, data_root: Path) -> Trainer:
+    """A new run in ``run_dir``. The data is read and the model built before anything is written; a folder
+    whose run wrote no checkpoint yet (killed early, or stopped by a bad value) is started again."""
     run_dir = Path(run_dir)
-    if (run_dir / "checkpoint_last.pt").exists() or (run_dir / "config.json").exists():
+    if (run_dir / "checkpoint_last.pt").exists():
         raise MemreadError(f"{run_dir}: already holds a run; continue it with --resume, or choose another --run-dir")
     task = build_task(cfg, data_root)
     for split in ("valid", "test"):  # read every split now: a bad file fails before the run starts
         task.batches(split, 1)
     model = build_model(cfg, task)
-    run_dir.mkdir(parents=True, exist_ok=True)
-    (run_dir / "config.json").write_text(cfg.to_json(), encoding="utf-8")
-    task.vocab.save(run_dir / "vocab.json")
-    return Trainer(cfg, task, model, run_dir, task.vocab.fingerprint())
+    lock = _lock(run_dir)
+    try:
+        if (run_dir / "checkpoint_last.pt").exists():  # written while we read the data
+            raise MemreadError(f"{run_dir}: already holds a run; continue it with --resume, or choose another --run-dir")
+        if (run_dir / "config.json").exists():
+            print(f"{run_dir}: its run wrote no checkpoint yet; starting it again", file=sys.stderr)
+        return _write_new_run(cfg, run_dir, task, model, lock)
+    except BaseException:
+        lock.release()
+        raise
+
+
+def _refuse_unreachable(cfg: ExperimentConfig, loop: dict, overrides: list[str], run_dir: Path) -> None:
+    """A resume whose [train] values cannot take effect says so (and nothing is changed)."""
+    T, step, epoch = cfg.train, loop["global_step"], loop["epoch"]
+    keys = [o.split("=", 1)[0].strip()[len("train."):] for o in overrides]
+    fixed = [k for k in keys if k in FIXED_ON_RESUME]
+    if fixed:
+        raise MemreadError(f"--set train.{fixed[0]}: a resumed run keeps its {fixed[0]} (it fixes the data order or the "
+                           f"optimizer state); start a new run to change it. Nothing was changed")
+    if T.max_steps and step > T.max_steps:
+        raise MemreadError(f"train.max_steps = {T.max_steps}: the run is already at step {step}. Nothing was changed")
+    if epoch >= T.epochs and not loop["finished"]:
+        raise MemreadError(f"train.epochs = {T.epochs}: the run is already in epoch {epoch + 1}. Nothing was changed")
+    stopped = loop.get("stopped")
+    if not loop["finished"] or Trainer.budget_raised(T, stopped, epoch, step):
+        return
+    if stopped == "early":
+        why = "it stopped early (no improvement on valid); an early stop is final: start a new run to train longer"
+    elif stopped == "max_steps" and "epochs" in keys and T.max_steps and step >= T.max_steps:
+        why = (f"it stopped at train.max_steps = {T.max_steps}; more epochs alone give it no more steps: raise "
+               f"train.max_steps as well (or set it to 0)")
+    else:
+        why = (f"it finished (train.epochs = {T.epochs}, train.max_steps = {T.max_steps}, at step {step}); raise "
+               f"train.epochs or train.max_steps with --set to train on")
+    if overrides or (run_dir / "final.json").exists():
+        raise MemreadError(f"{run_dir}: nothing to resume: {why}. Nothing was changed")
 
 
 def resume_run(run_dir: Path, data_root: Path, overrides: list[str] = ()) -> Trainer:
+    """Continue the run in ``run_dir`` from ``checkpoint_last.pt`` exactly; ``overrides`` (``train.KEY=V``) give
+    it new [train] values, refused with one line when they cannot take effect. A run that wrote no
+    checkpoint yet is started from its config.json."""
     run_dir = Path(run_dir)
+    overrides = list(overrides)
     cfg = read_run_config(run_dir, overrides)
-    vocab = Vocab.load(run_dir / "vocab.json")
-    ckpt = run_dir / "checkpoint_last.pt"
-    if not ckpt.exists():
-        raise MemreadError(f"{ckpt}: nothing to resume (the run wrote no checkpoint yet); start it again")
-    payload = load_checkpoint(ckpt)
-    check_compatible(payload, cfg.to_dict(), vocab.fingerprint(), ckpt)
-    task = build_task(cfg, data_root, vocab=vocab)
-    model = build_model(cfg, task)
-    load_model_state(model, payload, ckpt)
-    trainer = Trainer(cfg, task, model, run_dir, vocab.fingerprint(), payload=payload)
-    if cfg.to_json() != payload["config"]:  # [train] overrides that fit the checkpoint: record them
-        (run_dir / "config.json").write_text(cfg.to_json(), encoding="utf-8")
-    return trainer
+    lock = _lock(run_dir)
+    try:
+        ckpt = run_dir / "checkpoint_last.pt"
+        if not ckpt.exists():
+            print(f"{ckpt}: the run wrote no checkpoint yet; starting it from its config.json", file=sys.stderr)
+            task = build_task(cfg, data_root)
+            return _write_new_run(cfg, run_dir, task, build_model(cfg, task), lock)
+        vocab = Vocab.load(run_dir / "vocab.json")
+        payload = load_checkpoint(ckpt)
+        # config.json must describe the run that wrote the checkpoint, [train] included; --set names what changes
+        keys = tuple(o.split("=", 1)[0].strip() for o in overrides)
+        check_compatible(payload, read_run_config(run_dir).to_dict(), vocab.fingerprint(), ckpt,
+                         sections=SECTIONS, ignore=keys)
+        loop = payload.get("loop")
+        if not isinstance(loop, dict) or not {"epoch", "global_step", "finished"} <= set(loop):
+            raise MemreadError(f"{ckpt}: not a resumable checkpoint (its 'loop' state is missing or incomplete)")
+        _refuse_unreachable(cfg, loop, overrides, run_dir)
+        task = build_task(cfg, data_root, vocab=vocab)
+        model = build_model(cfg, task)
+        load_model_state(model, payload, ckpt)
+        # config.json takes the new [train] values with the first checkpoint written under them
+        return Trainer(cfg, task, model, run_dir, vocab.fingerprint(), payload=payload, lock=lock)
+    except BaseException:
+        lock.release()
+        raise
 
 
 def load_trained(run_dir: Path, data_root: Path, which: str = "best") -> tuple[ExperimentConfig, Any, torch.nn.Module]:
@@ -96,7 +180,7 @@ def final_evaluation(run_dir: Path, data_root: Path, splits=("valid", "test"), p
     cfg, task, model = load_trained(run_dir, data_root, "best")
     bs = cfg.train.eval_batch_size or task.default_eval_batch_size
     result = {split: evaluate(model, task, split, bs, progress) for split in splits}
-    (Path(run_dir) / "final.json").write_text(json.dumps(result, indent=2), encoding="utf-8")
+    write_text_atomically(Path(run_dir) / "final.json", json.dumps(result, indent=2))
     return result
 
 

@@ -46,7 +46,7 @@ def reader_config(name: str, hidden: int, options: list[str] = ()):
     values = {"name": name}
     if "hidden" in {f.name for f in fields(Config)}:
         values["hidden"] = hidden
-    values.update(parse_settings(list(options), typing.get_type_hints(Config), "reader", f"reader {name!r}"))
+    values.update(parse_settings(list(options), typing.get_type_hints(Config, include_extras=True), "reader", f"reader {name!r}"))
     return Config(**values)
 
 

@@ -17,28 +17,60 @@ from typing import Any
 
 import torch
 
-from memread.errors import MemreadError
+from memread.errors import MemreadError, os_error_line
 
 FORMAT = "memread-checkpoint-v1"
 # sections of the config that decide the model's shape and meaning; [train] may change on resume
 MODEL_SECTIONS = ("data", "reader", "head", "criterion")
 
 
-def save_checkpoint(payload: dict[str, Any], path: Path) -> None:
-    """Write ``payload`` to ``path`` atomically: a temp file in the same folder, fsync, rename."""
+def _write_atomically(path: Path, write) -> None:
+    """``write(f)`` into a temp file beside ``path``, fsync, rename: ``path`` is the old file or the whole new
+    one, never half of either. A failure (disk full, read-only folder) is one MemreadError naming ``path``;
+    the old file is untouched and no temp file is left."""
     path = Path(path)
-    payload = {"format": FORMAT, **payload}
-    fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
+    tmp = None
     try:
+        fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
         with os.fdopen(fd, "wb") as f:
-            torch.save(payload, f)
+            write(f)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
+    except (OSError, RuntimeError) as e:  # torch.save reports a full disk as RuntimeError ("unexpected pos")
+        if tmp and os.path.exists(tmp):
+            os.unlink(tmp)
+        if isinstance(e, OSError):
+            line = os_error_line(e, path)
+        else:
+            first = (str(e).strip().splitlines() or [type(e).__name__])[0][:160]
+            line = f"{path}: could not be written ({first}){_free_space(path.parent)}"
+        kept = f"; the previous {path.name} is unchanged" if path.exists() else ""
+        raise MemreadError(line + kept) from None
     except BaseException:
-        if os.path.exists(tmp):
+        if tmp and os.path.exists(tmp):
             os.unlink(tmp)
         raise
+
+
+def _free_space(folder: Path) -> str:
+    try:
+        st = os.statvfs(folder)
+    except (OSError, AttributeError):
+        return ""
+    free = st.f_bavail * st.f_frsize
+    return f"; is the disk full? {free / 2**20:.1f} MiB free in {folder}" if free < 2**30 else ""
+
+
+def save_checkpoint(payload: dict[str, Any], path: Path) -> None:
+    """Write ``payload`` to ``path`` atomically: a temp file in the same folder, fsync, rename."""
+    payload = {"format": FORMAT, **payload}
+    _write_atomically(Path(path), lambda f: torch.save(payload, f))
+
+
+def write_text_atomically(path: Path, text: str) -> None:
+    """A run directory's text file (``config.json``, ``final.json``), written as checkpoints are."""
+    _write_atomically(Path(path), lambda f: f.write(text.encode("utf-8")))
 
 
 def load_checkpoint(path: Path) -> dict[str, Any]:
@@ -50,8 +82,19 @@ def load_checkpoint(path: Path) -> dict[str, Any]:
     except (pickle.UnpicklingError, RuntimeError, zipfile.BadZipFile, EOFError, ValueError) as e:
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         raise MemreadError(f"{path}: not a loadable memread checkpoint ({first[:160]})") from None
+    except OSError as e:
+        raise MemreadError(os_error_line(e, path)) from None
     if not isinstance(payload, dict) or payload.get("format") != FORMAT:
         raise MemreadError(f"{path}: not a memread checkpoint (format {FORMAT} expected)")
+    for key, kind in (("config", str), ("vocab", str), ("model", dict)):
+        if not isinstance(payload.get(key), kind):
+            raise MemreadError(f"{path}: not a complete memread checkpoint ('{key}' is missing or not a {kind.__name__})")
+    try:
+        config = json.loads(payload["config"])
+    except json.JSONDecodeError as e:
+        raise MemreadError(f"{path}: the checkpoint's config is not valid JSON ({e.msg} at {e.lineno}:{e.colno})") from None
+    if not isinstance(config, dict):
+        raise MemreadError(f"{path}: the checkpoint's config is not a JSON object")
     return payload
 
 
@@ -66,19 +109,26 @@ def _flatten(d: dict, prefix: str = "") -> dict[str, Any]:
     return out
 
 
-def check_compatible(payload: dict, config: dict, vocab_fingerprint: str, path: Path) -> None:
-    """Refuse a checkpoint trained with another task/reader config or another vocabulary."""
+def check_compatible(payload: dict, config: dict, vocab_fingerprint: str, path: Path,
+                     sections: tuple[str, ...] = MODEL_SECTIONS, ignore: tuple[str, ...] = ()) -> None:
+    """Refuse a checkpoint trained with another config (in ``sections``; keys in ``ignore``, ``train.lr`` say,
+    are not compared) or another vocabulary, naming the first key that differs."""
     from memread.config import upgrade
 
     saved = upgrade(json.loads(payload["config"]), str(path))  # a checkpoint of the earlier [task] form
-    a = _flatten({k: saved.get(k, {}) for k in MODEL_SECTIONS})
-    b = _flatten({k: config.get(k, {}) for k in MODEL_SECTIONS})
+    a = _flatten({k: saved.get(k, {}) for k in sections})
+    b = _flatten({k: config.get(k, {}) for k in sections})
     # a key the checkpoint does not know was added to memread after it was written: its default
     # (which keeps the old behaviour) is what the run's own config.json gives it now
-    diffs = [k for k in sorted(set(a) | set(b)) if k in a and json.dumps(a.get(k)) != json.dumps(b.get(k))]
+    diffs = [k for k in sorted(set(a) | set(b))
+             if k in a and k not in ignore and json.dumps(a.get(k)) != json.dumps(b.get(k))]
     if diffs:
         k = diffs[0]
         more = f" (and {len(diffs) - 1} more)" if len(diffs) > 1 else ""
+        if all(d.startswith("train.") for d in diffs):  # config.json edited, or a kill as a resume took new values
+            raise MemreadError(
+                f"{path}: the run's config.json says {k} = {b.get(k)!r}{more}, but the checkpoint was trained with "
+                f"{a.get(k)!r}; resume with --set {k}={json.dumps(a.get(k))} (or the value you want)")
         raise MemreadError(
             f"{path}: checkpoint does not match the config: {k} = {a.get(k)!r} in the checkpoint, "
             f"{b.get(k)!r} now{more}"
@@ -90,6 +140,6 @@ def check_compatible(payload: dict, config: dict, vocab_fingerprint: str, path: 
 def load_model_state(model: torch.nn.Module, payload: dict, path: Path) -> None:
     try:
         model.load_state_dict(payload["model"])
-    except RuntimeError as e:
+    except (RuntimeError, TypeError, AttributeError) as e:
         first = str(e).strip().splitlines()
         raise MemreadError(f"{path}: checkpoint weights do not fit the model ({' '.join(first[:2])[:200]})") from None

@@ -27,7 +27,7 @@ from memread.config import ExperimentConfig
 from memread.criteria.base import Loss
 from memread.errors import MemreadError
 from memread.readers.base import detach_state, flatten_state, state_structure, unflatten_state
-from memread.training.checkpoint import load_checkpoint, save_checkpoint
+from memread.training.checkpoint import load_checkpoint, save_checkpoint, write_text_atomically
 from memread.training.optim import PlateauSchedule, build_optimizer
 
 
@@ -99,10 +99,18 @@ class MetricsLog:
             self.writer.flush()
 
 
+class Diverged(MemreadError):
+    """Training diverged: a loss that is not finite, or one (or a validation metric) past ``train.divergence``."""
+
+
 class Trainer:
+    """Trains ``model`` on ``task`` in ``run_dir``. ``lock``: the run directory's writer lock
+    (:class:`memread.training.runlock.RunLock`), held until :meth:`close` (or the end of a ``with`` block)."""
+
     def __init__(self, cfg: ExperimentConfig, task: Any, model: torch.nn.Module, run_dir: Path,
-                 vocab_fingerprint: str, payload: dict | None = None):
+                 vocab_fingerprint: str, payload: dict | None = None, lock: Any = None):
         self.cfg, self.task, self.model, self.run_dir = cfg, task, model, Path(run_dir)
+        self.lock = lock
         self.vocab_fingerprint = vocab_fingerprint
         T = cfg.train
         self.criterion = task.build_criterion(model)
@@ -116,9 +124,27 @@ class Trainer:
         self.finished = False
         self.stopped: str | None = None  # why a finished run stopped: "epochs", "max_steps" or "early"
         self.carry: Any = None
+        self.first_loss: float | None = None  # the first step's loss: the scale of train.divergence
+        self.running = self._fresh_running()  # sums since the last train record (saved: a resume logs the same)
         self.log = MetricsLog(self.run_dir / "metrics.jsonl", T.tensorboard)
+        self._config_pending = payload is not None and payload["config"] != cfg.to_json()
         if payload is not None:
             self._restore(payload)
+
+    def close(self) -> None:
+        """Give the run directory back to other writers."""
+        if self.lock is not None:
+            self.lock.release()
+
+    def __enter__(self) -> "Trainer":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    @staticmethod
+    def _fresh_running() -> dict:
+        return {"loss_sum": 0.0, "loss_n": 0, "tokens": 0, "seconds": 0.0, "stats": {}}
 
     # ------------------------------------------------------------------ checkpoints
     def _payload(self) -> dict:
@@ -134,6 +160,8 @@ class Trainer:
                 "finished": self.finished,
                 "stopped": self.stopped,
                 "schedule": self.schedule.state_dict(),
+                "first_loss": self.first_loss,
+                "running": {**self.running, "seconds": self.running["seconds"] + self._since_resume()},
             },
             "rng": torch.get_rng_state(),
             "carry": {"structure": json.dumps(state_structure(self.carry)), "tensors": flatten_state(self.carry)},
@@ -141,8 +169,15 @@ class Trainer:
 
     def save(self, name: str) -> None:
         save_checkpoint(self._payload(), self.run_dir / name)
+        if name == "checkpoint_last.pt" and self._config_pending:
+            # a resume under new [train] values: config.json describes the run once a checkpoint does
+            write_text_atomically(self.run_dir / "config.json", self.cfg.to_json())
+            self._config_pending = False
 
     def _restore(self, payload: dict) -> None:
+        missing = [k for k in ("optimizer", "loop", "rng", "carry") if k not in payload]
+        if missing:
+            raise MemreadError(f"{self.run_dir / 'checkpoint_last.pt'}: not a resumable checkpoint (no '{missing[0]}')")
         self.model.load_state_dict(payload["model"])
         saved = [(g.get("pattern"), g.get("lr_scale", 1.0), len(g["params"])) for g in payload["optimizer"]["param_groups"]]
         wanted = [(g.get("pattern"), g["lr_scale"], len(g["params"])) for g in self.optimizer.param_groups]
@@ -151,28 +186,53 @@ class Trainer:
                                f"parameters) do not fit train.lr_scale = {dict(self.cfg.train.lr_scale)} "
                                f"{wanted}; resume with the run's own train.lr_scale")
         self.optimizer.load_state_dict(payload["optimizer"])
-        for group in self.optimizer.param_groups:  # keep the decayed lr, but honour new [train] settings
-            group.setdefault("lr", self.cfg.train.lr)
+        saved_lr = json.loads(payload["config"]).get("train", {}).get("lr", self.cfg.train.lr)
+        for group in self.optimizer.param_groups:  # keep the decay so far; --set train.lr rescales it
+            group["lr"] *= self.cfg.train.lr / saved_lr
         loop = payload["loop"]
         self.epoch, self.step_in_epoch = loop["epoch"], loop["step_in_epoch"]
         self.global_step, self.finished = loop["global_step"], loop["finished"]
         self.stopped = loop.get("stopped")  # None in checkpoints from before it was recorded
-        if self.finished and self._budget_raised():
+        if self.finished and self.budget_raised(self.cfg.train, self.stopped, self.epoch, self.global_step):
             self.finished, self.stopped = False, None  # --resume RUN --set train.epochs=N: go on
+        self.first_loss = loop.get("first_loss")
+        self.running = {**self._fresh_running(), **loop.get("running", {})}
         self.schedule.load_state_dict(loop["schedule"])
         torch.set_rng_state(payload["rng"])
         carry = payload["carry"]
         self.carry = unflatten_state(json.loads(carry["structure"]), carry["tensors"])
         self.log.truncate_after(self.global_step)
 
-    def _budget_raised(self) -> bool:
+    @staticmethod
+    def budget_raised(T: Any, stopped: str | None, epoch: int, step: int) -> bool:
         """Whether a run that ran out of epochs or steps has been given more (an early stop is final)."""
-        T = self.cfg.train
-        if self.stopped == "epochs":
-            return self.epoch < T.epochs and not (T.max_steps and self.global_step >= T.max_steps)
-        if self.stopped == "max_steps":
-            return (not T.max_steps or self.global_step < T.max_steps) and self.epoch < T.epochs
+        if stopped == "epochs":
+            return epoch < T.epochs and not (T.max_steps and step >= T.max_steps)
+        if stopped == "max_steps":
+            return (not T.max_steps or step < T.max_steps) and epoch < T.epochs
         return False
+
+    def _since_resume(self) -> float:
+        return time.perf_counter() - self._t0 if getattr(self, "_t0", None) is not None else 0.0
+
+    def _kept(self) -> str:
+        """What a stopped run keeps, said honestly."""
+        kept = []
+        for name in ("checkpoint_last.pt", "checkpoint_best.pt"):
+            try:
+                step = load_checkpoint(self.run_dir / name)["loop"]["global_step"]
+                kept.append(f"{name} (step {step})")
+            except (MemreadError, KeyError, TypeError):
+                continue
+        if not kept:
+            return (f"no checkpoint was written, so the folder can be started again: memread train CONFIG --run-dir "
+                    f"{self.run_dir} --set train.lr=LOWER")
+        return (f"kept {' and '.join(kept)}; continue from the last with a lower learning rate: memread train --resume "
+                f"{self.run_dir} --set train.lr=LOWER")
+
+    def _diverged(self, what: str) -> Diverged:
+        self.log.write({"event": "diverged", "step": self.global_step, "epoch": self.epoch, "reason": what})
+        return Diverged(f"training diverged at step {self.global_step}: {what}; {self._kept()}")
 
     # ------------------------------------------------------------------ the loop
     @property
@@ -185,6 +245,14 @@ class Trainer:
         metrics = evaluate(self.model, self.task, "valid", T.eval_batch_size or self.task.default_eval_batch_size,
                            T.progress, self.criterion)
         value = metrics[self.criterion.selection_metric]
+        name = self.criterion.selection_metric
+        if not math.isfinite(value):
+            raise self._diverged(f"validation {name} is {value}")
+        best_so_far = self.schedule.best_value
+        if (T.divergence and not self.criterion.higher_is_better and best_so_far is not None
+                and value > T.divergence * best_so_far):
+            raise self._diverged(f"validation {name} {value:.4g} is more than train.divergence = {T.divergence:g} "
+                                 f"times the best so far ({best_so_far:.4g})")
         best = self.schedule.step(value, self.optimizer)
         stop_reason = None
         if T.patience and self.schedule.bad_evals >= T.patience:
@@ -196,7 +264,7 @@ class Trainer:
                         "selection_metric": self.criterion.selection_metric, "lr": self.lr, "best": best})
         if T.progress:
             tqdm.write(
-                f"step {self.global_step} epoch {self.epoch}: valid {self.criterion.selection_metric} {value:.4f}"
+                f"step {self.global_step} epoch {self.epoch + 1}: valid {self.criterion.selection_metric} {value:.4f}"
                 f"{' (best)' if best else ''}, lr {self.lr:.4g}", file=sys.stderr
             )
         if best:
@@ -240,43 +308,58 @@ class Trainer:
         self.global_step += 1
         value = float(loss.value.detach())
         if not math.isfinite(value):
-            raise MemreadError(f"training diverged at step {self.global_step} (loss {value}); "
-                               f"lower train.lr or set train.clip; checkpoint_last.pt holds the last good state")
+            raise self._diverged(f"the training loss is {value}")
+        if self.first_loss is None:
+            self.first_loss = value
+        elif T.divergence and self.first_loss > 0 and value > T.divergence * self.first_loss:
+            raise self._diverged(f"the training loss {value:.4g} is more than train.divergence = {T.divergence:g} "
+                                 f"times the first step's ({self.first_loss:.4g})")
         return loss
+
+    def _epochs_shown(self, n: int) -> int:
+        """The epochs the run will really train: ``epochs``, or fewer under a ``max_steps`` cap."""
+        T = self.cfg.train
+        return min(T.epochs, math.ceil(T.max_steps / n)) if T.max_steps and n else T.epochs
+
+    def _log_train(self, bar: Any) -> None:
+        """A train record from the sums since the last one (which are part of the checkpoint)."""
+        r = self.running
+        seconds = max(r["seconds"] + self._since_resume(), 1e-9)
+        metrics = self.criterion.summarize(dict(r["stats"]))
+        record = {"event": "train", "step": self.global_step, "epoch": self.epoch,
+                  "loss": r["loss_sum"] / r["loss_n"], **{f"train_{k}": v for k, v in metrics.items()},
+                  "lr": self.lr, "tokens_per_s": r["tokens"] / seconds}
+        self.log.write(record)
+        shown = self.criterion.selection_metric
+        bar.set_postfix({"nll": f"{metrics['nll']:.3f}", shown: f"{metrics[shown]:.3f}",
+                         "tok/s": f"{record['tokens_per_s']:.0f}", "lr": f"{self.lr:.3g}"})
+        self.running = self._fresh_running()
+        self._t0 = time.perf_counter()
 
     def fit(self) -> None:
         T = self.cfg.train
+        self._t0 = time.perf_counter()
         while not self.finished and self.epoch < T.epochs:
             batches = self.task.batches("train", T.batch_size, self.epoch, T.seed)
             set_epoch(self.model, self.epoch)
             n = self.epoch_batches = len(batches)
             evals = eval_points(n, T.evals_per_epoch)
-            loss_sum, loss_n, tokens, t0 = 0.0, 0, 0, time.perf_counter()
-            stats: dict[str, float] = defaultdict(float)
-            bar = tqdm(total=n, initial=self.step_in_epoch, desc=f"epoch {self.epoch + 1}/{T.epochs}",
+            bar = tqdm(total=n, initial=self.step_in_epoch, desc=f"epoch {self.epoch + 1}/{self._epochs_shown(n)}",
                        disable=not T.progress, file=sys.stderr, mininterval=1.0, dynamic_ncols=True)
             stop = False
             for i in range(self.step_in_epoch, n):
                 batch = batches[i]
                 out = self.train_step(batch)
                 self.step_in_epoch = i + 1
-                loss_sum += float(out.value.detach())
-                loss_n += 1
+                r = self.running
+                r["loss_sum"] += float(out.value.detach())
+                r["loss_n"] += 1
                 for k, v in out.stats.items():
-                    stats[k] += float(v)
-                tokens += self.task.tokens_in(batch)
+                    r["stats"][k] = r["stats"].get(k, 0.0) + float(v)
+                r["tokens"] += self.task.tokens_in(batch)
                 bar.update(1)
                 if self.global_step % T.log_every == 0 or i + 1 == n:
-                    dt = max(time.perf_counter() - t0, 1e-9)
-                    metrics = self.criterion.summarize(dict(stats))
-                    record = {"event": "train", "step": self.global_step, "epoch": self.epoch,
-                              "loss": loss_sum / loss_n, **{f"train_{k}": v for k, v in metrics.items()},
-                              "lr": self.lr, "tokens_per_s": tokens / dt}
-                    self.log.write(record)
-                    shown = self.criterion.selection_metric
-                    bar.set_postfix({"loss": f"{record['loss']:.3f}", shown: f"{metrics[shown]:.3f}", "tok/s": f"{record['tokens_per_s']:.0f}", "lr": f"{self.lr:.3g}"})
-                    loss_sum, loss_n, tokens, t0 = 0.0, 0, 0, time.perf_counter()
-                    stats = defaultdict(float)
+                    self._log_train(bar)
                 capped = bool(T.max_steps) and self.global_step >= T.max_steps
                 if i + 1 in evals or capped:
                     stop = self._validate() or capped
