@@ -32,6 +32,10 @@ from pathlib import Path
 from memread.errors import MemreadError
 
 
+def _add_device(p: argparse.ArgumentParser, what: str = "") -> None:
+    p.add_argument("--device", default=None, help=f"{what}auto, cpu, cuda, cuda:N or mps (default: {'the config' if what else 'cpu'})")
+
+
 def _add_data_root(p: argparse.ArgumentParser) -> None:
     p.add_argument("--data-root", default=None, help="folder holding the datasets (default: $MEMREAD_DATA, else ~/.cache/memread/data)")
 
@@ -39,19 +43,27 @@ def _add_data_root(p: argparse.ArgumentParser) -> None:
 def cmd_train(args: argparse.Namespace) -> int:
     from memread.config import load_experiment
     from memread.data.root import data_root
-    from memread.experiment import final_evaluation, resume_run, start_run
+    from memread.experiment import final_evaluation, read_run_config, resume_run, start_run
+    from memread.training.distributed import placement
 
+    if args.nproc > 1:
+        return _launch_torchrun(args)
     root = data_root(args.data_root)
+    overrides = list(args.set) + ([f'train.device="{args.device}"'] if args.device else [])
     if args.resume:
         run_dir = Path(args.resume)
-        trainer = resume_run(run_dir, root, args.set)
+        where = placement(read_run_config(run_dir, overrides).train.device)
+        trainer = resume_run(run_dir, root, overrides, where)
     else:
         if not args.config:
             raise MemreadError("train needs a CONFIG file, or --resume RUN_DIR")
-        cfg = load_experiment(args.config, args.set)
+        cfg = load_experiment(args.config, overrides)
         run_dir = Path(args.run_dir) if args.run_dir else Path("runs") / Path(args.config).with_suffix("").name
-        trainer = start_run(cfg, run_dir, root)
-    print(f"run directory: {run_dir}", file=sys.stderr)
+        where = placement(cfg.train.device)
+        trainer = start_run(cfg, run_dir, root, where)
+    if where.main:
+        print(f"run directory: {run_dir}" + (f" ({where.world} processes)" if where.distributed else "")
+              + f", device {where.device}", file=sys.stderr)
     with trainer:  # holds the run directory's lock until final.json is written
         try:
             trainer.fit()
@@ -60,8 +72,25 @@ def cmd_train(args: argparse.Namespace) -> int:
             return 130
         except (MemreadError, OSError) as e:  # a fault while training: say how to go on from what is saved
             raise MemreadError(_with_resume_hint(e, run_dir)) from e
-        result = final_evaluation(run_dir, root, progress=trainer.cfg.train.progress)
+        if not where.main:
+            return 0
+        result = final_evaluation(run_dir, root, progress=trainer.cfg.train.progress, device=str(where.device))
     print(json.dumps({"run_dir": str(run_dir), **result}))
+    return 0
+
+
+def _launch_torchrun(args: argparse.Namespace) -> int:
+    """``memread train --nproc N ...``: the same command under PyTorch's own launcher (torchrun, one machine)."""
+    from torch.distributed.run import main as torchrun
+
+    argv = ["train"] + ([args.config] if args.config else [])
+    for flag, value in (("--run-dir", args.run_dir), ("--resume", args.resume), ("--data-root", args.data_root),
+                        ("--device", args.device)):
+        if value:
+            argv += [flag, value]
+    for override in args.set:
+        argv += ["--set", override]
+    torchrun(["--standalone", "--nproc-per-node", str(args.nproc), "--module", "memread", *argv])
     return 0
 
 
@@ -325,6 +354,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--run-dir", help="default: runs/<config name>")
     p.add_argument("--resume", metavar="RUN_DIR", help="continue a run from its checkpoint_last.pt")
     p.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE", help="override a config value")
+    p.add_argument("--nproc", type=int, default=1, metavar="N",
+                   help="train with N processes on this machine (torchrun and DDP: one GPU each, or gloo on CPUs)")
+    _add_device(p, "train.device: ")
     _add_data_root(p)
     p.set_defaults(func=cmd_train)
 
@@ -454,6 +486,8 @@ def main(argv: list[str] | None = None) -> int:
 
     args = build_parser().parse_args(argv)
     debug = args.debug or os.environ.get("MEMREAD_DEBUG", "") not in ("", "0")
+    if os.environ.get("RANK", "0") != "0" and not debug:  # under torchrun process 0 speaks for all: one line, not N
+        sys.stderr = open(os.devnull, "w")
     try:
         return args.func(args)
     except MemreadError as e:

@@ -26,11 +26,14 @@ import json
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, Protocol
+from typing import Annotated, Any, Literal, Protocol
 
 from memread.errors import MemreadError
 from memread.typed import _coerce, _type_name, from_dict, parse_override, parse_settings  # noqa: F401 (re-exported)
-from memread.typed import Fraction, NonNegFloat, NonNegInt, PositiveFloat, PositiveInt, Probability
+from memread.typed import Fraction, NonNegFloat, NonNegInt, Pattern, PositiveFloat, PositiveInt, Probability
+
+
+DeviceName = Annotated[str, Pattern(r"auto|cpu|mps|cuda(:[0-9]+)?", "'auto', 'cpu', 'cuda', 'cuda:N' or 'mps'")]
 
 
 @dataclass
@@ -65,6 +68,12 @@ class TrainConfig:
     checkpoint_every: NonNegInt = 0  # also write checkpoint_last every N steps (0 = at evaluations only)
     progress: bool = True  # progress bar on stderr
     tensorboard: bool = False  # also log to TensorBoard (needs the `tensorboard` extra)
+    # where to train: "auto" (the first GPU if there is one, else Apple's mps, else the CPU), "cpu", "cuda",
+    # "cuda:N" or "mps"; under torchrun each process takes the GPU of its LOCAL_RANK
+    device: DeviceName = "auto"
+    # "32": float32; "bf16-mixed" / "16-mixed": torch.autocast to bfloat16 / float16 (with a gradient scaler),
+    # the recurrences of the hand-written readers kept in float32
+    precision: Literal["32", "bf16-mixed", "16-mixed"] = "32"
 
 
 class SectionConfig(Protocol):

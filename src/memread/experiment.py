@@ -21,6 +21,7 @@ from memread.errors import MemreadError, os_error_line
 from memread.tasks import Task
 from memread.training.checkpoint import check_compatible, load_checkpoint, load_model_state, write_text_atomically
 from memread.training.loop import Trainer, evaluate
+from memread.training.distributed import Placement, on_main, placement, resolve_device
 from memread.training.runlock import RunLock
 
 
@@ -58,6 +59,8 @@ def read_run_config(run_dir: Path, overrides: list[str] = ()) -> ExperimentConfi
 
 # [train] keys a resumed run cannot take a new value of: they fix the data order or live in the optimizer state
 FIXED_ON_RESUME = ("optimizer", "batch_size", "seed", "betas", "momentum", "weight_decay")
+# [train] keys that do not shape the checkpoint: a resume may differ from config.json in them without --set
+ANY_ON_RESUME = ("train.device", "train.progress", "train.tensorboard")
 
 
 def _lock(run_dir: Path) -> RunLock:
@@ -68,35 +71,42 @@ def _lock(run_dir: Path) -> RunLock:
     return RunLock(run_dir).acquire()
 
 
-def _write_new_run(cfg: ExperimentConfig, run_dir: Path, task: Task, model: torch.nn.Module, lock: RunLock) -> Trainer:
-    """Under ``lock``: clear what a run that never checkpointed left, write config.json and vocab.json."""
+def _write_new_run(cfg: ExperimentConfig, run_dir: Path, task: Task) -> None:
+    """Under the lock: clear what a run that never checkpointed left, write config.json and vocab.json."""
     for name in ("metrics.jsonl", "checkpoint_best.pt", "final.json"):
         (run_dir / name).unlink(missing_ok=True)
     write_text_atomically(run_dir / "config.json", cfg.to_json())
     task.vocab.save(run_dir / "vocab.json")
-    return Trainer(cfg, task, model, run_dir, task.vocab.fingerprint(), lock=lock)
 
 
-def start_run(cfg: ExperimentConfig, run_dir: Path, data_root: Path) -> Trainer:
+def start_run(cfg: ExperimentConfig, run_dir: Path, data_root: Path, where: Placement | None = None) -> Trainer:
     """A new run in ``run_dir``. The data is read and the model built before anything is written; a folder
-    whose run wrote no checkpoint yet (killed early, or stopped by a bad value) is started again."""
+    whose run wrote no checkpoint yet (killed early, or stopped by a bad value) is started again.
+    ``where``: this process's device and place in a torchrun job (default: ``train.device``, alone)."""
     run_dir = Path(run_dir)
+    where = where if where is not None else placement(cfg.train.device)
     if (run_dir / "checkpoint_last.pt").exists():
         raise MemreadError(f"{run_dir}: already holds a run; continue it with --resume, or choose another --run-dir")
     task = build_task(cfg, data_root)
     for split in ("valid", "test"):  # read every split now: a bad file fails before the run starts
         task.batches(split, 1)
     model = build_model(cfg, task)
-    lock = _lock(run_dir)
-    try:
-        if (run_dir / "checkpoint_last.pt").exists():  # written while we read the data
-            raise MemreadError(f"{run_dir}: already holds a run; continue it with --resume, or choose another --run-dir")
-        if (run_dir / "config.json").exists():
-            print(f"{run_dir}: its run wrote no checkpoint yet; starting it again", file=sys.stderr)
-        return _write_new_run(cfg, run_dir, task, model, lock)
-    except BaseException:
-        lock.release()
-        raise
+
+    def prepare() -> RunLock:  # process 0 alone writes the run directory
+        lock = _lock(run_dir)
+        try:
+            if (run_dir / "checkpoint_last.pt").exists():  # written while we read the data
+                raise MemreadError(f"{run_dir}: already holds a run; continue it with --resume, or choose another --run-dir")
+            if (run_dir / "config.json").exists():
+                print(f"{run_dir}: its run wrote no checkpoint yet; starting it again", file=sys.stderr)
+            _write_new_run(cfg, run_dir, task)
+            return lock
+        except BaseException:
+            lock.release()
+            raise
+
+    lock = on_main(prepare, where)
+    return Trainer(cfg, task, model, run_dir, task.vocab.fingerprint(), lock=lock, where=where)
 
 
 def _refuse_unreachable(cfg: ExperimentConfig, loop: dict, overrides: list[str], run_dir: Path) -> None:
@@ -126,42 +136,69 @@ def _refuse_unreachable(cfg: ExperimentConfig, loop: dict, overrides: list[str],
         raise MemreadError(f"{run_dir}: nothing to resume: {why}. Nothing was changed")
 
 
-def resume_run(run_dir: Path, data_root: Path, overrides: list[str] = ()) -> Trainer:
+def resume_run(run_dir: Path, data_root: Path, overrides: list[str] = (), where: Placement | None = None) -> Trainer:
     """Continue the run in ``run_dir`` from ``checkpoint_last.pt`` exactly; ``overrides`` (``train.KEY=V``) give
     it new [train] values, refused with one line when they cannot take effect. A run that wrote no
     checkpoint yet is started from its config.json."""
     run_dir = Path(run_dir)
     overrides = list(overrides)
     cfg = read_run_config(run_dir, overrides)
-    lock = _lock(run_dir)
-    try:
-        ckpt = run_dir / "checkpoint_last.pt"
-        if not ckpt.exists():
-            print(f"{ckpt}: the run wrote no checkpoint yet; starting it from its config.json", file=sys.stderr)
-            task = build_task(cfg, data_root)
-            return _write_new_run(cfg, run_dir, task, build_model(cfg, task), lock)
-        vocab = Vocab.load(run_dir / "vocab.json")
-        payload = load_checkpoint(ckpt)
-        # config.json must describe the run that wrote the checkpoint, [train] included; --set names what changes
-        keys = tuple(o.split("=", 1)[0].strip() for o in overrides)
-        check_compatible(payload, read_run_config(run_dir).to_dict(), vocab.fingerprint(), ckpt,
-                         sections=SECTIONS, ignore=keys)
-        loop = payload.get("loop")
-        if not isinstance(loop, dict) or not {"epoch", "global_step", "finished"} <= set(loop):
-            raise MemreadError(f"{ckpt}: not a resumable checkpoint (its 'loop' state is missing or incomplete)")
-        _refuse_unreachable(cfg, loop, overrides, run_dir)
-        task = build_task(cfg, data_root, vocab=vocab)
+    where = where if where is not None else placement(cfg.train.device)
+    ckpt = run_dir / "checkpoint_last.pt"
+    if not ckpt.exists():
+        print(f"{ckpt}: the run wrote no checkpoint yet; starting it from its config.json", file=sys.stderr)
+        task = build_task(cfg, data_root)
         model = build_model(cfg, task)
+
+        def prepare_new() -> RunLock:
+            lock = _lock(run_dir)
+            try:
+                _write_new_run(cfg, run_dir, task)
+                return lock
+            except BaseException:
+                lock.release()
+                raise
+
+        lock = on_main(prepare_new, where)
+        return Trainer(cfg, task, model, run_dir, task.vocab.fingerprint(), lock=lock, where=where)
+
+    def check() -> RunLock:  # process 0 takes the lock and checks; the others fail with it
+        lock = _lock(run_dir)
+        try:
+            vocab = Vocab.load(run_dir / "vocab.json")
+            payload = load_checkpoint(ckpt)
+            # config.json must describe the run that wrote the checkpoint, [train] included; --set names what changes
+            keys = tuple(o.split("=", 1)[0].strip() for o in overrides) + ANY_ON_RESUME
+            check_compatible(payload, read_run_config(run_dir).to_dict(), vocab.fingerprint(), ckpt,
+                             sections=SECTIONS, ignore=keys)
+            loop = payload.get("loop")
+            if not isinstance(loop, dict) or not {"epoch", "global_step", "finished"} <= set(loop):
+                raise MemreadError(f"{ckpt}: not a resumable checkpoint (its 'loop' state is missing or incomplete)")
+            _refuse_unreachable(cfg, loop, overrides, run_dir)
+            return lock
+        except BaseException:
+            lock.release()
+            raise
+
+    lock = on_main(check, where)
+    vocab = Vocab.load(run_dir / "vocab.json")
+    payload = load_checkpoint(ckpt)
+    task = build_task(cfg, data_root, vocab=vocab)
+    model = build_model(cfg, task)
+    try:
         load_model_state(model, payload, ckpt)
         # config.json takes the new [train] values with the first checkpoint written under them
-        return Trainer(cfg, task, model, run_dir, vocab.fingerprint(), payload=payload, lock=lock)
+        return Trainer(cfg, task, model, run_dir, vocab.fingerprint(), payload=payload, lock=lock, where=where)
     except BaseException:
-        lock.release()
+        if lock is not None:
+            lock.release()
         raise
 
 
-def load_trained(run_dir: Path, data_root: Path, which: str = "best") -> tuple[ExperimentConfig, Any, torch.nn.Module]:
-    """Config, task and model with the weights of ``checkpoint_{which}.pt``, ready to evaluate."""
+def load_trained(run_dir: Path, data_root: Path, which: str = "best",
+                 device: str = "cpu") -> tuple[ExperimentConfig, Any, torch.nn.Module]:
+    """Config, task and model with the weights of ``checkpoint_{which}.pt`` on ``device`` (a checkpoint
+    written on any device loads on any other), ready to evaluate."""
     run_dir = Path(run_dir)
     cfg = read_run_config(run_dir)
     vocab = Vocab.load(run_dir / "vocab.json")
@@ -171,15 +208,17 @@ def load_trained(run_dir: Path, data_root: Path, which: str = "best") -> tuple[E
     task = build_task(cfg, data_root, vocab=vocab)
     model = build_model(cfg, task)
     load_model_state(model, payload, ckpt)
-    model.eval()
+    model.to(resolve_device(device)).eval()
     return cfg, task, model
 
 
-def final_evaluation(run_dir: Path, data_root: Path, splits=("valid", "test"), progress: bool = False) -> dict:
-    """Evaluate the best checkpoint on ``splits``; write and return ``final.json``."""
-    cfg, task, model = load_trained(run_dir, data_root, "best")
+def final_evaluation(run_dir: Path, data_root: Path, splits=("valid", "test"), progress: bool = False,
+                     device: str = "cpu") -> dict:
+    """Evaluate the best checkpoint on ``splits`` (on ``device``, at the run's precision); write and return
+    ``final.json``."""
+    cfg, task, model = load_trained(run_dir, data_root, "best", device)
     bs = cfg.train.eval_batch_size or task.default_eval_batch_size
-    result = {split: evaluate(model, task, split, bs, progress) for split in splits}
+    result = {split: evaluate(model, task, split, bs, progress, precision=cfg.train.precision) for split in splits}
     write_text_atomically(Path(run_dir) / "final.json", json.dumps(result, indent=2))
     return result
 

@@ -76,6 +76,22 @@ DropoutRate = Probability
 Fraction = Annotated[float, Range(0, 1, lo_open=True)]  # (0, 1]: a factor that shrinks, 1 = unchanged
 
 
+@dataclass(frozen=True)
+class Pattern:
+    """A string's form, for ``Annotated``: the whole value matches ``regex``; ``describe`` says it in words."""
+
+    regex: str
+    description: str
+
+    def __contains__(self, x: Any) -> bool:
+        import re
+
+        return re.fullmatch(self.regex, x) is not None
+
+    def describe(self) -> str:
+        return self.description
+
+
 class _OutOfRange(MemreadError):
     """A value of the right type outside its :class:`Range` (told apart inside unions)."""
 
@@ -104,7 +120,7 @@ def _coerce(value: Any, tp: Any, key: str, where: str) -> Any:
         base, *extras = typing.get_args(tp)
         out = _coerce(value, base, key, where)
         for extra in extras:
-            if isinstance(extra, Range) and out is not None and out not in extra:
+            if isinstance(extra, (Range, Pattern)) and out is not None and out not in extra:
                 raise _OutOfRange(f"{where}: key '{key}' must be {extra.describe()}, got {value!r}")
         return out
     bad = MemreadError(f"{where}: key '{key}' expects {_type_name(tp)}, got {value!r}")

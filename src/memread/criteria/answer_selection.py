@@ -32,14 +32,15 @@ class AnswerSelection:
         labels = batch["label"].to(scores.dtype)  # (B,) 1 = a correct answer
         nll = F.binary_cross_entropy_with_logits(scores, labels, reduction="none")  # (B,)
         stats = {"nll": nll.sum().detach(), "correct": ((scores > 0) == (labels > 0.5)).sum().detach(),
-                 "count": torch.tensor(float(len(labels)))}
+                 "count": torch.tensor(float(len(labels)), device=nll.device)}
         if "question" in batch:  # whole questions: rank each question's candidates
             questions = batch["question"]
             ranked = metrics.map_mrr((scores[questions == q].tolist(), batch["label"][questions == q].tolist())
                                      for q in questions.unique().tolist())
             n = ranked["questions"]
-            stats.update(ap=torch.tensor(ranked["map"] * n), rr=torch.tensor(ranked["mrr"] * n), questions=torch.tensor(float(n)))
-        return Loss(nll.mean(), stats)
+            stats.update(ap=torch.tensor(ranked["map"] * n, device=nll.device), rr=torch.tensor(ranked["mrr"] * n, device=nll.device),
+                         questions=torch.tensor(float(n), device=nll.device))
+        return Loss(nll.mean(), stats, weight=nll.numel())
 
     def summarize(self, sums: dict[str, float]) -> dict[str, float]:
         q = sums.get("questions", 0.0)

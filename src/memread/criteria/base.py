@@ -20,6 +20,9 @@ from memread.heads.base import ModelOutput
 class Loss:
     value: Tensor  # scalar, what the optimizer minimises
     stats: dict[str, Tensor] = field(default_factory=dict)  # detached sums over the batch
+    # what ``value`` is a mean over (examples, sequences or tokens), so that the losses of a batch's shards on
+    # several processes combine into the loss of the whole batch; None: the shards are always equal
+    weight: Tensor | float | None = None
 
 
 class Criterion(Protocol):

@@ -28,8 +28,8 @@ class CrossEntropy:
         logits, labels = out.logits, batch["label"]  # (B, C), (B,)
         nll = F.cross_entropy(logits, labels, reduction="none")  # (B,)
         correct = (logits.argmax(dim=-1) == labels).sum()
-        stats = {"nll": nll.sum().detach(), "correct": correct.detach(), "count": torch.tensor(float(len(labels)))}
-        return Loss(nll.mean(), stats)
+        stats = {"nll": nll.sum().detach(), "correct": correct.detach(), "count": torch.tensor(float(len(labels)), device=nll.device)}
+        return Loss(nll.mean(), stats, weight=nll.numel())
 
     def summarize(self, sums: dict[str, float]) -> dict[str, float]:
         return accuracy_and_nll(sums)

@@ -18,6 +18,7 @@ from memread.criteria.base import Loss
 from memread.criteria.classification import accuracy_and_nll
 from memread.errors import MemreadError
 from memread.heads.base import ModelOutput
+from memread.modules.precision import to_float32
 from memread.typed import NonNegFloat
 
 
@@ -31,9 +32,10 @@ def answer_stats(log_p: Tensor, batch: dict) -> tuple[Tensor, dict[str, Tensor]]
     """The answer's NLL per question (B,) and the batch's summed statistics: nll, correct, count and,
     for batches with groups (bAbI tasks), correct_g{i} / count_g{i}."""
     answer = batch["answer"]  # (B,) index into cands
+    log_p = to_float32(log_p)  # under autocast they may be bfloat16 / float16: the loss and its sums in float32
     nll = -log_p.gather(1, answer.unsqueeze(1)).squeeze(1)  # (B,)
     hit = log_p.argmax(dim=-1) == answer  # (B,)
-    stats = {"nll": nll.sum().detach(), "correct": hit.sum().detach(), "count": torch.tensor(float(len(nll)))}
+    stats = {"nll": nll.sum().detach(), "correct": hit.sum().detach(), "count": torch.tensor(float(len(nll)), device=nll.device)}
     if "group" in batch:  # accuracy per bAbI task
         for g in batch["group"].unique().tolist():
             in_g = batch["group"] == g
@@ -65,7 +67,7 @@ class ClozeNLL:
         loss = nll.mean()
         if self.emb_l2:
             loss = loss + self.emb_l2 * self.embedding.weight.pow(2).sum()
-        return Loss(loss, stats)
+        return Loss(loss, stats, weight=nll.numel())  # the penalty adds up to itself over the shards
 
     def summarize(self, sums: dict[str, float]) -> dict[str, float]:
         return summarize(sums, self.groups)

@@ -36,7 +36,8 @@ class LMNLL:
         nll_sum = (nll * m).sum()
         tokens = m.sum()
         loss = nll_sum / target.size(0) if self.reduction == "sequence" else nll_sum / tokens.clamp_min(1.0)
-        return Loss(loss, {"nll": nll_sum.detach(), "tokens": tokens.detach()})
+        return Loss(loss, {"nll": nll_sum.detach(), "tokens": tokens.detach()},
+                    weight=target.size(0) if self.reduction == "sequence" else tokens.detach())
 
     def summarize(self, sums: dict[str, float]) -> dict[str, float]:
         nll = sums["nll"] / max(sums["tokens"], 1.0)

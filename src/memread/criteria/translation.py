@@ -30,7 +30,7 @@ class TokenNLL:
         tokens = mask.sum()
         correct = (logits.argmax(-1) == target)[mask].sum()
         stats = {"nll": nll.detach(), "tokens": tokens.detach().float(), "correct": correct.detach().float()}
-        return Loss(nll / tokens.clamp_min(1), stats)
+        return Loss(nll / tokens.clamp_min(1), stats, weight=tokens.detach())
 
     def summarize(self, sums: dict[str, float]) -> dict[str, float]:
         n = max(sums.get("tokens", 0.0), 1.0)

@@ -58,3 +58,19 @@ class Batches(Sequence):
         if not 0 <= i < len(self):
             raise IndexError(i)
         return self.collate([self.encoded[j] for j in self.groups[i]])
+
+    continues = False  # every batch stands alone
+
+    def shard(self, rank: int, world: int) -> "Batches":
+        """Process ``rank``'s share of every batch for data-parallel training over ``world`` processes: a
+        contiguous part of its examples, the parts differing in size by at most one (the criterion's
+        ``Loss.weight`` makes the processes' losses add up to the loss of the whole batch). Every process
+        gets the same number of batches; a batch of fewer than ``world`` examples is left out."""
+        groups = []
+        for g in self.groups:
+            if len(g) < world:
+                continue
+            n, extra = divmod(len(g), world)
+            start = rank * n + min(rank, extra)
+            groups.append(g[start : start + n + (rank < extra)])
+        return Batches(self.encoded, groups, self.collate)

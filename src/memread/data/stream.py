@@ -14,11 +14,14 @@ document after its first is a target exactly once (nothing is predicted across a
 
 from __future__ import annotations
 
+import copy
 import math
 from collections.abc import Sequence
 
 import torch
 from torch import Tensor
+
+from memread.errors import MemreadError
 
 
 class _Columns(Sequence):
@@ -26,6 +29,19 @@ class _Columns(Sequence):
 
     FIELDS: tuple[str, ...] = ("input", "target", "mask")
     bptt: int
+    continues = True  # batch i + 1 goes on where batch i stopped: the reader's state is carried between them
+
+    def shard(self, rank: int, world: int) -> "_Columns":
+        """Process ``rank``'s share of every batch for data-parallel training over ``world`` processes: a
+        contiguous block of the columns, so the processes together read the batch one process would."""
+        columns = self.input.size(0)
+        if columns % world:
+            raise MemreadError(f"train.batch_size: the stream's {columns} columns do not split evenly over {world} "
+                               f"processes; use a batch size that is a multiple of {world}")
+        part, n = copy.copy(self), columns // world
+        for name in self.FIELDS:
+            setattr(part, name, getattr(self, name)[rank * n : (rank + 1) * n])
+        return part
 
     def __len__(self) -> int:
         return math.ceil(self.input.size(1) / self.bptt)

@@ -28,25 +28,49 @@ from memread.criteria.base import Loss
 from memread.errors import MemreadError
 from memread.readers.base import detach_state, flatten_state, state_structure, unflatten_state
 from memread.training.checkpoint import load_checkpoint, save_checkpoint, write_text_atomically
+from memread.training.distributed import (Placement, combine_loss, gather, on_main, resolve_device, rng_state,
+                                          set_rng_state, sum_over_processes, to_device)
 from memread.training.optim import PlateauSchedule, build_optimizer
+
+
+AMP_DTYPES = {"32": None, "bf16-mixed": torch.bfloat16, "16-mixed": torch.float16}
+
+
+def autocast(device: torch.device, precision: str):
+    """``torch.autocast`` for ``train.precision`` on ``device`` (a no-op context for "32")."""
+    dtype = AMP_DTYPES[precision]
+    return torch.autocast(device.type, dtype=dtype, enabled=dtype is not None)
 
 
 @torch.no_grad()
 def evaluate(model: torch.nn.Module, task: Any, split: str, batch_size: int, progress: bool = False,
-             criterion: Any = None) -> dict[str, float]:
-    """Metrics of ``model`` on a whole split (state carried across batches, as in training)."""
+             criterion: Any = None, where: Placement | None = None, precision: str = "32") -> dict[str, float]:
+    """Metrics of ``model`` on a whole split (state carried across batches, as in training), on the model's
+    device. Under torchrun the processes share the work (independent batches by index; a stream whose
+    batches continue each other is read by process 0 alone) and every process gets the same metrics."""
     model.eval()
+    device = next(model.parameters()).device
+    where = where if where is not None else Placement(device)
     criterion = criterion if criterion is not None else task.build_criterion(model)
     stats: dict[str, float] = defaultdict(float)
     state = None
     batches = task.batches(split, batch_size)
-    for i in tqdm(range(len(batches)), desc=f"eval {split}", leave=False, disable=not progress, file=sys.stderr, mininterval=1.0):
-        batch = batches[i]
-        out = model(batch, state)
+    if not where.distributed:
+        mine = range(len(batches))
+    elif getattr(batches, "continues", False):
+        mine = range(len(batches)) if where.main else range(0)
+    else:
+        mine = range(where.rank, len(batches), where.world)
+    for i in tqdm(mine, desc=f"eval {split}", leave=False, disable=not (progress and where.main), file=sys.stderr,
+                  mininterval=1.0):
+        batch = to_device(batches[i], device)
+        with autocast(device, precision):
+            out = model(batch, state)
+            loss = criterion(out, batch)
         state = out.state
-        for k, v in criterion(out, batch).stats.items():
+        for k, v in loss.stats.items():
             stats[k] += float(v)
-    return criterion.summarize(dict(stats))
+    return criterion.summarize(sum_over_processes(dict(stats), where))
 
 
 def set_epoch(model: torch.nn.Module, epoch: int) -> None:
@@ -66,10 +90,11 @@ def eval_points(n_batches: int, evals_per_epoch: int) -> set[int]:
 class MetricsLog:
     """``metrics.jsonl``: one JSON object per line; TensorBoard alongside if asked for."""
 
-    def __init__(self, path: Path, tensorboard: bool = False):
+    def __init__(self, path: Path, tensorboard: bool = False, enabled: bool = True):
         self.path = path
         self.writer = None
-        if tensorboard:
+        self.enabled = enabled  # under torchrun only process 0 writes
+        if tensorboard and enabled:
             try:
                 from torch.utils.tensorboard import SummaryWriter
             except ImportError:
@@ -78,7 +103,7 @@ class MetricsLog:
 
     def truncate_after(self, step: int) -> None:
         """Drop records a killed run wrote after the checkpoint it is resumed from."""
-        if not self.path.exists():
+        if not self.enabled or not self.path.exists():
             return
         kept = []
         for line in self.path.read_text(encoding="utf-8").splitlines():
@@ -90,6 +115,8 @@ class MetricsLog:
         self.path.write_text("".join(k + "\n" for k in kept), encoding="utf-8")
 
     def write(self, record: dict) -> None:
+        if not self.enabled:
+            return
         with open(self.path, "a", encoding="utf-8") as f:
             f.write(json.dumps(record) + "\n")
         if self.writer is not None:
@@ -108,11 +135,21 @@ class Trainer:
     (:class:`memread.training.runlock.RunLock`), held until :meth:`close` (or the end of a ``with`` block)."""
 
     def __init__(self, cfg: ExperimentConfig, task: Any, model: torch.nn.Module, run_dir: Path,
-                 vocab_fingerprint: str, payload: dict | None = None, lock: Any = None):
-        self.cfg, self.task, self.model, self.run_dir = cfg, task, model, Path(run_dir)
+                 vocab_fingerprint: str, payload: dict | None = None, lock: Any = None, where: Placement | None = None):
+        T = cfg.train
+        self.where = where if where is not None else Placement(resolve_device(T.device))
+        self.device = self.where.device
+        self.cfg, self.task, self.model, self.run_dir = cfg, task, model.to(self.device), Path(run_dir)
         self.lock = lock
         self.vocab_fingerprint = vocab_fingerprint
-        T = cfg.train
+        # under torchrun the training forward goes through DDP (gradients averaged over the processes)
+        self.train_model = model
+        if self.where.distributed:
+            from torch.nn.parallel import DistributedDataParallel
+
+            self.train_model = DistributedDataParallel(
+                model, device_ids=[self.device] if self.device.type == "cuda" else None)
+        self.scaler = torch.amp.GradScaler(self.device.type) if T.precision == "16-mixed" else None
         self.criterion = task.build_criterion(model)
         self.optimizer = build_optimizer(model.named_parameters(), T)
         self.params = [p for p in model.parameters() if p.requires_grad]
@@ -126,7 +163,7 @@ class Trainer:
         self.carry: Any = None
         self.first_loss: float | None = None  # the first step's loss: the scale of train.divergence
         self.running = self._fresh_running()  # sums since the last train record (saved: a resume logs the same)
-        self.log = MetricsLog(self.run_dir / "metrics.jsonl", T.tensorboard)
+        self.log = MetricsLog(self.run_dir / "metrics.jsonl", T.tensorboard, enabled=self.where.main)
         self._config_pending = payload is not None and payload["config"] != cfg.to_json()
         if payload is not None:
             self._restore(payload)
@@ -147,8 +184,16 @@ class Trainer:
         return {"loss_sum": 0.0, "loss_n": 0, "tokens": 0, "seconds": 0.0, "stats": {}}
 
     # ------------------------------------------------------------------ checkpoints
+    def _process_state(self) -> dict:
+        """What each process alone knows: its random states, the state it carries, its running sums."""
+        carry = to_device(self.carry, torch.device("cpu"))
+        return {"rng": rng_state(self.device), "running": {**self.running, "seconds": self.running["seconds"] + self._since_resume()},
+                "carry": {"structure": json.dumps(state_structure(carry)), "tensors": flatten_state(carry)}}
+
     def _payload(self) -> dict:
-        return {
+        processes = gather(self._process_state(), self.where)
+        main = processes[0]
+        payload = {
             "config": self.cfg.to_json(),
             "vocab": self.vocab_fingerprint,
             "model": self.model.state_dict(),
@@ -161,23 +206,42 @@ class Trainer:
                 "stopped": self.stopped,
                 "schedule": self.schedule.state_dict(),
                 "first_loss": self.first_loss,
-                "running": {**self.running, "seconds": self.running["seconds"] + self._since_resume()},
+                "running": main["running"],
             },
-            "rng": torch.get_rng_state(),
-            "carry": {"structure": json.dumps(state_structure(self.carry)), "tensors": flatten_state(self.carry)},
+            "rng": main["rng"]["cpu"],
+            "carry": main["carry"],
+            "world": self.where.world,
         }
+        if "cuda" in main["rng"]:
+            payload["rng_cuda"] = main["rng"]["cuda"]
+        if self.where.distributed:
+            payload["processes"] = processes
+        if self.scaler is not None:
+            payload["scaler"] = self.scaler.state_dict()
+        return payload
 
     def save(self, name: str) -> None:
-        save_checkpoint(self._payload(), self.run_dir / name)
-        if name == "checkpoint_last.pt" and self._config_pending:
-            # a resume under new [train] values: config.json describes the run once a checkpoint does
-            write_text_atomically(self.run_dir / "config.json", self.cfg.to_json())
+        payload = self._payload()  # every process takes part (its random state and carry are in it)
+
+        def write() -> None:
+            save_checkpoint(payload, self.run_dir / name)
+            if name == "checkpoint_last.pt" and self._config_pending:
+                # a resume under new [train] values: config.json describes the run once a checkpoint does
+                write_text_atomically(self.run_dir / "config.json", self.cfg.to_json())
+
+        on_main(write, self.where)  # process 0 writes; the others wait for the file (restore_best reads it)
+        if name == "checkpoint_last.pt":
             self._config_pending = False
 
     def _restore(self, payload: dict) -> None:
         missing = [k for k in ("optimizer", "loop", "rng", "carry") if k not in payload]
         if missing:
             raise MemreadError(f"{self.run_dir / 'checkpoint_last.pt'}: not a resumable checkpoint (no '{missing[0]}')")
+        saved_world = payload.get("world", 1)
+        if saved_world != self.where.world:
+            raise MemreadError(f"{self.run_dir / 'checkpoint_last.pt'}: written by {saved_world} process(es), resumed by "
+                               f"{self.where.world}; an exact resume needs the same number (each process's shard, "
+                               f"dropout stream and carried state are in the checkpoint): use --nproc {saved_world}")
         self.model.load_state_dict(payload["model"])
         saved = [(g.get("pattern"), g.get("lr_scale", 1.0), len(g["params"])) for g in payload["optimizer"]["param_groups"]]
         wanted = [(g.get("pattern"), g["lr_scale"], len(g["params"])) for g in self.optimizer.param_groups]
@@ -196,11 +260,18 @@ class Trainer:
         if self.finished and self.budget_raised(self.cfg.train, self.stopped, self.epoch, self.global_step):
             self.finished, self.stopped = False, None  # --resume RUN --set train.epochs=N: go on
         self.first_loss = loop.get("first_loss")
-        self.running = {**self._fresh_running(), **loop.get("running", {})}
         self.schedule.load_state_dict(loop["schedule"])
-        torch.set_rng_state(payload["rng"])
-        carry = payload["carry"]
-        self.carry = unflatten_state(json.loads(carry["structure"]), carry["tensors"])
+        if self.where.distributed:
+            own = payload["processes"][self.where.rank]
+        else:
+            own = {"rng": {"cpu": payload["rng"], **({"cuda": payload["rng_cuda"]} if "rng_cuda" in payload else {})},
+                   "carry": payload["carry"], "running": loop.get("running", {})}
+        self.running = {**self._fresh_running(), **own.get("running", {})}
+        set_rng_state(own["rng"], self.device)
+        carry = own["carry"]
+        self.carry = to_device(unflatten_state(json.loads(carry["structure"]), carry["tensors"]), self.device)
+        if self.scaler is not None and "scaler" in payload:
+            self.scaler.load_state_dict(payload["scaler"])
         self.log.truncate_after(self.global_step)
 
     @staticmethod
@@ -243,7 +314,7 @@ class Trainer:
         """Validate, update the schedule, write checkpoints; True if training should stop."""
         T = self.cfg.train
         metrics = evaluate(self.model, self.task, "valid", T.eval_batch_size or self.task.default_eval_batch_size,
-                           T.progress, self.criterion)
+                           T.progress, self.criterion, self.where, T.precision)
         value = metrics[self.criterion.selection_metric]
         name = self.criterion.selection_metric
         if not math.isfinite(value):
@@ -262,7 +333,7 @@ class Trainer:
         done = {} if not self.epoch_batches else {"epochs_done": self.epoch + self.step_in_epoch / self.epoch_batches}
         self.log.write({"event": "valid", "step": self.global_step, "epoch": self.epoch, **done, **metrics,
                         "selection_metric": self.criterion.selection_metric, "lr": self.lr, "best": best})
-        if T.progress:
+        if T.progress and self.where.main:
             tqdm.write(
                 f"step {self.global_step} epoch {self.epoch + 1}: valid {self.criterion.selection_metric} {value:.4f}"
                 f"{' (best)' if best else ''}, lr {self.lr:.4g}", file=sys.stderr
@@ -273,7 +344,7 @@ class Trainer:
             self._restore_best()
         if stop_reason:
             self.finished, self.stopped = True, "early"
-            if T.progress:
+            if T.progress and self.where.main:
                 tqdm.write(f"early stop: {stop_reason}", file=sys.stderr)
         self.save("checkpoint_last.pt")
         return stop_reason is not None
@@ -290,23 +361,35 @@ class Trainer:
         self.carry = None
         self.log.write({"event": "restore_best", "step": self.global_step, "epoch": self.epoch,
                         "best_step": best["loop"]["global_step"], "lr": self.lr})
-        if self.cfg.train.progress:
+        if self.cfg.train.progress and self.where.main:
             tqdm.write(f"restored the best weights (step {best['loop']['global_step']}), lr {self.lr:.4g}", file=sys.stderr)
 
     def train_step(self, batch: dict) -> Loss:
         """One optimizer step on ``batch`` with the carried state; the carry moves on."""
         T = self.cfg.train
-        self.model.train()
-        out = self.model(batch, self.carry)
-        loss = self.criterion(out, batch)
+        self.train_model.train()
+        batch = to_device(batch, self.device)
+        with autocast(self.device, T.precision):
+            out = self.train_model(batch, self.carry)
+            loss = self.criterion(out, batch)
+        # under torchrun: this process's share of the batch's loss, and the batch's loss (decisions use it)
+        objective, value = combine_loss(loss.value, loss.weight, self.where)
         self.optimizer.zero_grad(set_to_none=True)
-        loss.value.backward()
+        if self.scaler is not None:  # float16: scale the loss so small gradients survive, unscale to clip
+            self.scaler.scale(objective).backward()
+            self.scaler.unscale_(self.optimizer)
+        else:
+            objective.backward()
         if T.clip > 0:
             torch.nn.utils.clip_grad_norm_(self.params, T.clip)
-        self.optimizer.step()
+        if self.scaler is not None:
+            self.scaler.step(self.optimizer)
+            self.scaler.update()
+        else:
+            self.optimizer.step()
         self.carry = detach_state(out.state)
         self.global_step += 1
-        value = float(loss.value.detach())
+        self.step_loss = value
         if not math.isfinite(value):
             raise self._diverged(f"the training loss is {value}")
         if self.first_loss is None:
@@ -325,10 +408,12 @@ class Trainer:
         """A train record from the sums since the last one (which are part of the checkpoint)."""
         r = self.running
         seconds = max(r["seconds"] + self._since_resume(), 1e-9)
-        metrics = self.criterion.summarize(dict(r["stats"]))
+        sums = sum_over_processes({**r["stats"], "_tokens": float(r["tokens"])}, self.where)
+        tokens = sums.pop("_tokens")
+        metrics = self.criterion.summarize(sums)
         record = {"event": "train", "step": self.global_step, "epoch": self.epoch,
                   "loss": r["loss_sum"] / r["loss_n"], **{f"train_{k}": v for k, v in metrics.items()},
-                  "lr": self.lr, "tokens_per_s": r["tokens"] / seconds}
+                  "lr": self.lr, "tokens_per_s": tokens / seconds}
         self.log.write(record)
         shown = self.criterion.selection_metric
         bar.set_postfix({"nll": f"{metrics['nll']:.3f}", shown: f"{metrics[shown]:.3f}",
@@ -341,18 +426,21 @@ class Trainer:
         self._t0 = time.perf_counter()
         while not self.finished and self.epoch < T.epochs:
             batches = self.task.batches("train", T.batch_size, self.epoch, T.seed)
+            if self.where.distributed:  # this process's share of each batch: together, the batch of one process
+                batches = batches.shard(self.where.rank, self.where.world)
             set_epoch(self.model, self.epoch)
             n = self.epoch_batches = len(batches)
             evals = eval_points(n, T.evals_per_epoch)
             bar = tqdm(total=n, initial=self.step_in_epoch, desc=f"epoch {self.epoch + 1}/{self._epochs_shown(n)}",
-                       disable=not T.progress, file=sys.stderr, mininterval=1.0, dynamic_ncols=True)
+                       disable=not (T.progress and self.where.main), file=sys.stderr, mininterval=1.0,
+                       dynamic_ncols=True)
             stop = False
             for i in range(self.step_in_epoch, n):
                 batch = batches[i]
                 out = self.train_step(batch)
                 self.step_in_epoch = i + 1
                 r = self.running
-                r["loss_sum"] += float(out.value.detach())
+                r["loss_sum"] += self.step_loss  # the mean over the processes under torchrun
                 r["loss_n"] += 1
                 for k, v in out.stats.items():
                     r["stats"][k] = r["stats"].get(k, 0.0) + float(v)

@@ -1,0 +1,157 @@
+"""Data-parallel training with torchrun (issue 20), on this machine's CPUs with gloo: two processes give the
+losses of one process with the same global batch (a language model carrying state, and a classifier);
+a two-process run killed with SIGKILL mid-epoch resumes to the uninterrupted run; one run directory, one
+metrics.jsonl, written by process 0 alone."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch.distributed as dist
+
+from conftest import FIXTURES, subprocess_env
+
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(not dist.is_available() or not dist.is_gloo_available(),
+                                                   reason="torch.distributed with gloo is not available here")]
+
+LM = """
+[data]
+name = "stories-text"
+stories = 300
+bptt = 12
+[reader]
+name = "lstm"
+hidden = 32
+[head]
+name = "lm"
+emb = 24
+dropout = 0.0
+[train]
+optimizer = "sgd"
+lr = 0.5
+batch_size = 8
+epochs = 2
+evals_per_epoch = 2
+log_every = 3
+checkpoint_every = 4
+progress = false
+device = "cpu"
+"""
+
+SST = """
+[data]
+name = "sst"
+fine = true
+phrases = true
+[reader]
+name = "lstm"
+hidden = 16
+[head]
+name = "mlp"
+emb = 16
+dropout = 0.0
+mlp = 16
+[train]
+optimizer = "adam"
+lr = 1e-2
+batch_size = 8
+epochs = 2
+log_every = 2
+progress = false
+device = "cpu"
+"""
+
+
+def train(config: Path, run: Path, nproc: int, *extra: str, root: Path, wait: bool = True, **popen):
+    cmd = [sys.executable, "-m", "memread", "train", str(config), "--run-dir", str(run), "--nproc", str(nproc), *extra]
+    env = subprocess_env(MEMREAD_DATA=str(root))
+    if not wait:
+        return subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, **popen)
+    done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done
+
+
+def records(run: Path, event: str) -> list[dict]:
+    rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    return [r for r in rows if r["event"] == event]
+
+
+def same_records(a: list[dict], b: list[dict], rel: float) -> None:
+    assert [r["step"] for r in a] == [r["step"] for r in b]
+    for x, y in zip(a, b):
+        for k, v in x.items():
+            if k == "tokens_per_s" or not isinstance(v, float):
+                assert k == "tokens_per_s" or v == y[k], (k, x, y)
+                continue
+            assert v == pytest.approx(y[k], rel=rel, abs=1e-9), (k, x["step"], v, y[k])
+
+
+@pytest.mark.parametrize("name", ["lm", "sst"])
+def test_two_processes_give_the_losses_of_one_with_the_same_global_batch(tmp_path, name):
+    root = FIXTURES if name == "sst" else tmp_path
+    config = tmp_path / f"{name}.toml"
+    config.write_text(LM if name == "lm" else SST)
+    one, two = tmp_path / "one", tmp_path / "two"
+    train(config, one, 1, root=root)
+    train(config, two, 2, root=root)
+    assert records(one, "train") and records(one, "valid")
+    same_records(records(one, "train"), records(two, "train"), rel=1e-5)
+    same_records(records(one, "valid"), records(two, "valid"), rel=1e-5)
+    final_one, final_two = (json.loads((r / "final.json").read_text()) for r in (one, two))
+    metric = "ppl" if name == "lm" else "accuracy"
+    assert final_two["test"][metric] == pytest.approx(final_one["test"][metric], rel=1e-5)
+    # one run directory, written by process 0 alone: one metrics.jsonl, each record once
+    steps = [r["step"] for r in records(two, "train")]
+    assert steps == sorted(set(steps))
+    assert sorted(p.name for p in two.iterdir() if not p.name.startswith(".")) == [
+        "checkpoint_best.pt", "checkpoint_last.pt", "config.json", "final.json", "metrics.jsonl", "vocab.json"]
+
+
+def test_a_two_process_run_killed_mid_epoch_resumes_to_the_uninterrupted_run(tmp_path):
+    config = tmp_path / "lm.toml"
+    config.write_text(LM.replace("dropout = 0.0", "dropout = 0.3"))  # each process's dropout stream is resumed too
+    full, killed = tmp_path / "full", tmp_path / "killed"
+    train(config, full, 2, root=tmp_path)
+    n_steps = records(full, "train")[-1]["step"]
+    kill_at = n_steps // 3 + 1  # mid-epoch, off the checkpoint and log boundaries
+    proc = train(config, killed, 2, root=tmp_path, wait=False)
+    deadline = time.time() + 300
+    while time.time() < deadline:
+        log = killed / "metrics.jsonl"
+        if log.exists() and any(json.loads(l)["step"] >= kill_at for l in log.read_text().splitlines() if l.endswith("}")):
+            break
+        time.sleep(0.01)
+    # the launcher and both workers (torchrun starts each worker in a session of its own), as a machine that dies
+    subprocess.run(["pkill", "-KILL", "-f", f"run-dir {killed}"])
+    proc.wait()
+    time.sleep(0.5)
+    assert max(r["step"] for r in records(killed, "train")) < n_steps, "the run finished before it was killed"
+    assert (killed / "checkpoint_last.pt").exists()
+    # another number of processes cannot continue it exactly: refused in one line, nothing changed
+    before = (killed / "checkpoint_last.pt").read_bytes()
+    one = subprocess.run([sys.executable, "-m", "memread", "train", "--resume", str(killed)],
+                         env=subprocess_env(MEMREAD_DATA=str(tmp_path)), capture_output=True, text=True)
+    assert one.returncode == 2 and "written by 2 process(es), resumed by 1" in one.stderr and "--nproc 2" in one.stderr
+    assert (killed / "checkpoint_last.pt").read_bytes() == before
+    resumed = subprocess.run([sys.executable, "-m", "memread", "train", "--resume", str(killed), "--nproc", "2"],
+                             env=subprocess_env(MEMREAD_DATA=str(tmp_path)), capture_output=True, text=True)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    same_records(records(full, "train"), records(killed, "train"), rel=1e-6)
+    same_records(records(full, "valid"), records(killed, "valid"), rel=1e-6)
+
+
+def test_torchrun_itself_and_a_batch_that_does_not_split(tmp_path):
+    config = tmp_path / "lm.toml"
+    config.write_text(LM.replace("batch_size = 8", "batch_size = 7"))
+    done = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
+                           "-m", "memread", "train", str(config), "--run-dir", str(tmp_path / "run")],
+                          env=subprocess_env(MEMREAD_DATA=str(tmp_path)), capture_output=True, text=True, timeout=600)
+    assert done.returncode != 0
+    errors = [line for line in done.stderr.splitlines() if line.startswith("memread: error:")]
+    assert len(errors) == 1 and "7 columns do not split evenly over 2 processes" in errors[0], done.stderr[-2000:]
