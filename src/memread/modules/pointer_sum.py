@@ -18,6 +18,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from memread.modules.precision import float32_under_autocast
+
 # the floor of a candidate that never occurs in the document (its probability is exactly 0)
 MIN_PROBABILITY = 1e-12
 
@@ -32,6 +34,7 @@ def pointer_sum(attention: Tensor, hits: Tensor) -> Tensor:
     return torch.bmm(attention.unsqueeze(1), hits.to(attention.dtype)).squeeze(1)  # (B, C)
 
 
+@float32_under_autocast  # sums of small probabilities and their logs: in float32 under autocast
 def candidate_log_probs(attention: Tensor, hits: Tensor, cand_mask: Tensor) -> Tensor:
     """log P(a) over the candidates (B, C), renormalised over the real ones; -inf at padding."""
     p = pointer_sum(attention, hits)  # (B, C)

@@ -24,6 +24,7 @@ from torch import Tensor, nn
 
 from memread._compiled import CompiledOps
 from memread.modules.masking import masked_softmax
+from memread.modules.precision import in_float32
 
 # The compiled loops (``_window_kernels.cpp``) run (1)-(3) and their backward pass for CPU tensors when
 # they could be built (:mod:`memread._compiled`); otherwise the tensor-op path below. Tests switch them off.
@@ -96,7 +97,9 @@ class WindowAttention(nn.Module):
     differentiates by hand: on the CPU in one compiled pass over each position's window
     (``_window_kernels.cpp``), elsewhere with tensor ops (fewer passes over the (B, T, L, d) data than
     autograd's graph of views). With ``impl = "reference"`` it is :func:`reference_attention` instead:
-    the equations one row and one position at a time, to check the fast path against.
+    the equations one row and one position at a time, to check the fast path against. Under
+    ``torch.autocast`` both run in float32 with autocast off (:mod:`memread.modules.precision`; on the
+    CPU the compiled loops still run), the projections before them in the autocast dtype.
     """
 
     def __init__(self, dim: int, impl: str = "fast"):
@@ -110,8 +113,9 @@ class WindowAttention(nn.Module):
         """query (B, T, d); keys (B, L+T, d) and values (B, L+T, dv) over ``h.seq``'s slots ->
         r (B, T, dv), alpha (B, T, L)."""
         if self.impl == "reference":
-            return reference_attention(self, h, query, keys, values)
-        return _BandedAttention.apply(self.W_Y(keys), self.W_h(query), self.w.weight[0], values, visible(h))
+            return in_float32(reference_attention, self, h, query, keys, values)
+        # under autocast in float32 (memread.modules.precision): on the CPU, the compiled loops still run
+        return in_float32(_BandedAttention.apply, self.W_Y(keys), self.W_h(query), self.w.weight[0], values, visible(h))
 
 
 def reference_attention(att: WindowAttention, h: History, query: Tensor, keys: Tensor,
@@ -136,7 +140,7 @@ def reference_attention(att: WindowAttention, h: History, query: Tensor, keys: T
                 M = torch.tanh(W_Y @ Y + (W_h @ query[b, t]).unsqueeze(1))  # (1) / (7)
                 a = torch.softmax(w @ M, dim=0)  # (2) / (8)
                 r = values[b, [t + j for j in past]].T @ a  # (3) / (9)
-                alpha_t = alpha_t.index_put((torch.tensor(past),), a)
+                alpha_t = alpha_t.index_put((torch.tensor(past, device=alpha_t.device),), a)
             else:  # nothing to attend to (a document's first token, or padding): r_t = 0
                 r = values.new_zeros(values.size(-1))
             r_all.append(r)

@@ -24,6 +24,8 @@ the gates' input and to the attentions' search inputs s_{t-1} and [s_{t-1}, q_t]
 The scores and glimpses are the bilinear attention with bias of ``memread.modules.attention``,
 computed through :class:`~memread.modules.memory_reads.MemoryReads`, which forms the gradient of the
 encodings once for all T steps instead of once per read (the same values; faster on long documents).
+Under ``torch.autocast`` the T steps (and their custom autograd functions) run in float32, with
+autocast off (:mod:`memread.modules.precision`); the encoders before them in the autocast dtype.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ from memread.modules.dropout import Dropout
 from memread.modules.loop_linears import LoopLinears
 from memread.modules.masking import masked_mean, masked_softmax
 from memread.modules.memory_reads import MemoryReads
+from memread.modules.precision import float32_under_autocast
 
 
 @dataclass
@@ -111,6 +114,7 @@ class IterativeAlternatingAttention(nn.Module):
         self.doc_gate = SearchGate(s + 3 * e, gate_hidden, e, cfg.dropout)  # g_d -> r_d
         self.gru = GRUCellEq1(2 * e, s)  # s_t = f([r_q q_t, r_d d_t], s_{t-1})
 
+    @float32_under_autocast  # the T-step recurrence and its custom Functions in float32 under autocast
     def forward(self, q_tilde: Tensor, q_mask: Tensor, d_tilde: Tensor, d_mask: Tensor,
                 trace: bool = False) -> IAAOutput:
         """q_tilde (B, Tq, 2h), q_mask (B, Tq), d_tilde (B, Td, 2h), d_mask (B, Td) -> IAAOutput."""

@@ -78,6 +78,11 @@ with ``W_f`` takes ``[d gates_t | d q_{t+1}]`` in one matmul. In float32 its tan
 vectorised form within 3 float32 ulps of tanh (float64 uses ``std::tanh``), so the two paths agree to
 float32 precision and, in float64, both equal the naive reading of the equations.
 
+**Autocast.** Under ``torch.autocast`` (mixed-precision training) the input projections run in the
+autocast dtype and the recurrence in float32: the layer function gets its inputs cast to float32 and
+runs with autocast off (:mod:`memread.modules.precision`), so the tapes and ``h~`` come out in float32
+and on the CPU the compiled loops still run; the reference is read in float32 too.
+
 **Reference.** ``impl = "reference"`` reads each text one token at a time with
 :func:`reference_layer`, equations (4)-(9) as the paper writes them, with autograd: the form to check
 the fast path against (``tests/test_lstmn.py`` and ``tests/test_reader_contract.py`` compare the two
@@ -97,6 +102,7 @@ from torch.autograd.function import once_differentiable
 
 from memread.errors import MemreadError
 from memread.modules.masking import masked_softmax
+from memread.modules.precision import in_float32
 from memread.readers._lstmn_kernels import kernels
 from memread.readers.base import ReaderOutput
 from memread.typed import DropoutRate, NonNegInt, PositiveInt
@@ -360,7 +366,9 @@ class LSTMNLayer(nn.Module):
         b_f = torch.cat([self.W.bias, self.W.bias.new_zeros(Hd)])  # the gates' bias, added with W_f h~_t
         K0 = self.W_h(H0)  # keys of the carried slots  (B, S0, A)
         for_backward = torch.is_grad_enabled()
-        return _LSTMNLayerFunction.apply(
+        # under autocast: the recurrence in float32 (memread.modules.precision), on the compiled loops on the CPU
+        return in_float32(
+            _LSTMNLayerFunction.apply,
             proj, H0, C0, K0, h_tilde0, W_f, b_f, self.W_h.weight, self.v, start, span, for_backward
         )
 
@@ -512,8 +520,8 @@ class LSTMNReader(nn.Module):
             n, n0 = int(lengths[b]), int(state["slots"][b])  # real tokens, real carried slots
             inp, lower_h = x[b, :n], None
             for k, layer in enumerate(self.layers):
-                H_tape, C_tape, h_tilde, s = reference_layer(
-                    layer, inp, lower_h, state["h"][k, b, S0 - n0 :], state["c"][k, b, S0 - n0 :],
+                H_tape, C_tape, h_tilde, s = in_float32(  # in float32 under autocast, as the fast path
+                    reference_layer, layer, inp, lower_h, state["h"][k, b, S0 - n0 :], state["c"][k, b, S0 - n0 :],
                     state["h_tilde"][k, b], self.cfg.span)
                 # back to the batch's coordinates: carried slots end at S0, padding is zero
                 H_tapes[k].append(F.pad(H_tape, (0, 0, S0 - n0, T - n)))

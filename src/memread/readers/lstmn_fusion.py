@@ -64,6 +64,10 @@ again. Shallow fusion's output ``tanh(W_o [h_t; ctx_t])`` is one matmul after th
 avoids slicing tensors that need a gradient (a slice's backward fills a zero tensor of the whole
 input): the inputs are unbound once, fused products are split. :mod:`memread.bench.fusion` times a
 training step against an LSTM decoder with RNNSearch attention.
+
+**Autocast.** Under ``torch.autocast`` :meth:`~LSTMNFusionDecoder.start`, :meth:`~LSTMNFusionDecoder.forward`
+and :meth:`~LSTMNFusionDecoder.step` run in float32 with autocast off (:mod:`memread.modules.precision`):
+the tapes, their custom autograd functions and the time loop stay in float32.
 """
 
 from __future__ import annotations
@@ -78,6 +82,7 @@ from torch import Tensor, nn
 from torch.autograd.function import once_differentiable
 
 from memread.errors import MemreadError
+from memread.modules.precision import float32_under_autocast
 from memread.readers.base import ReaderOutput
 from memread.typed import DropoutRate, PositiveInt
 
@@ -271,6 +276,7 @@ class LSTMNFusionDecoder(nn.Module):
 
     # ------------------------------------------------------------------ state
 
+    @float32_under_autocast
     def start(self, source_states: Tensor, source_cells: Tensor | None, source_mask: Tensor | None,
               capacity: int = 8) -> dict:
         """The decoder state before the first target token: the source keys ``W_g gamma_j`` projected once,
@@ -392,6 +398,7 @@ class LSTMNFusionDecoder(nn.Module):
 
     # ------------------------------------------------------------------ public
 
+    @float32_under_autocast
     def step(self, y_t: Tensor, state: dict) -> tuple[Tensor, dict]:
         """One target token y_t (B, E) -> its output (B, H) and the new state (from :meth:`start`).
 
@@ -404,6 +411,7 @@ class LSTMNFusionDecoder(nn.Module):
         h_t, _, ctx = self._advance(self._project(y_t, w), st, w, not torch.is_grad_enabled())
         return self.drop(self._output(h_t, ctx)), st
 
+    @float32_under_autocast
     def forward(self, y: Tensor, y_mask: Tensor | None, source_states: Tensor, source_cells: Tensor | None,
                 source_mask: Tensor | None, return_attention: bool = False) -> ReaderOutput:
         """Teacher forcing over the whole target y (B, T, E); see the module docstring for the outputs."""

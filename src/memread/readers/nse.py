@@ -66,6 +66,10 @@ backward loop. It stores every ``M_t`` (O(B T^2 k) memory, as autograd would); w
 keeps two alternating buffers. The attention outputs are not differentiable. ``USE_FUNCTION = False``
 runs the same loop under autograd (``_autograd_loop``); tests check both against the equations.
 
+**Autocast.** Under ``torch.autocast`` the read LSTM and the ``W_c^o o_t`` part run in the autocast
+dtype and the time loop (either one) in float32, on float32 inputs with autocast off
+(:mod:`memread.modules.precision`): the memories and ``h`` come out in float32.
+
 **Reference.** ``impl = "reference"`` reads each sequence alone, one token at a time, with the
 memories as ``k x l`` matrices as the paper writes them (:func:`reference_read`): the form to check the
 fast path against, far too slow to train with.
@@ -89,6 +93,7 @@ from torch.autograd.function import once_differentiable
 from memread.errors import MemreadError
 from memread.modules.lstm_step import lstm_step
 from memread.modules.masking import masked_softmax
+from memread.modules.precision import in_float32, to_float32
 from memread.readers.base import ReaderOutput
 from memread.typed import DropoutRate, NonNegInt, PositiveInt
 
@@ -153,13 +158,14 @@ class NSEReader(nn.Module):
 
         u = self.input_map(x) if self.input_map is not None else x  # (B, T, k): also the baby memory M_0
         if self.cfg.impl == "reference":
-            h, z, M, Ms, zs_n = reference_read(self, u, mask, shared)
+            h, z, M, Ms, zs_n = in_float32(reference_read, self, u, mask, shared)  # float32 under autocast
             return self._output(h, z, M, Ms, zs_n, mask, return_attention)
         o, _ = self.read(self.drop(u))  # (1) all steps at once  (B, T, k)
         W_co, W_cm = self.compose.weight.split([k, self.compose.in_features - k], dim=1)
         c_o = F.linear(o, W_co, self.compose.bias)  # (4) W_c^o o_t + b_c, all steps  (B, T, N)
         # dropout on the write LSTM's input c_t, as one scaled 0/1 mask drawn for all steps
-        keep = self.drop(torch.ones_like(c_o)) if self.training and self.cfg.dropout > 0 else None
+        # (in float32 under autocast, where c_o is not: 1 / (1 - p) rounded to bfloat16 would bias the scale)
+        keep = self.drop(to_float32(torch.ones_like(c_o))) if self.training and self.cfg.dropout > 0 else None
         weights = [W_cm]
         for layer in range(self.cfg.layers):
             w = self.write
@@ -168,7 +174,8 @@ class NSEReader(nn.Module):
         M0s = [M_n for M_n, _ in shared]
         masks = [mask, *(mask_n for _, mask_n in shared)]
         loop = _NSELoop.apply if USE_FUNCTION else _autograd_loop
-        h, z, M, *rest = loop(o, c_o, keep, masks, self.cfg.layers, u, *M0s, *weights)
+        # under autocast the loop runs in float32 (memread.modules.precision)
+        h, z, M, *rest = in_float32(loop, o, c_o, keep, masks, self.cfg.layers, u, *M0s, *weights)
         Ms, zs_n = rest[: len(shared)], rest[len(shared) :]
         return self._output(h, z, M, Ms, zs_n, mask, return_attention)
 
