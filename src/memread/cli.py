@@ -36,6 +36,20 @@ def _add_device(p: argparse.ArgumentParser, what: str = "") -> None:
     p.add_argument("--device", default=None, help=f"{what}auto, cpu, cuda, cuda:N or mps (default: {'the config' if what else 'cpu'})")
 
 
+def _device(args: argparse.Namespace) -> str:
+    """The device a verb other than train runs its model on: ``--device`` (default cpu), checked before any
+    work so that a device torch does not have here is one line (``memread: error: --device ...``)."""
+    from memread.training.distributed import resolve_device
+
+    name = args.device or "cpu"
+    try:
+        return str(resolve_device(name))
+    except MemreadError as e:  # resolve_device speaks of train.device; here it is the flag
+        raise MemreadError(str(e).replace(f"train.device = {name!r}", f"--device {name!r}", 1)) from None
+    except RuntimeError as e:  # torch.device("gpu"): not a device name at all
+        raise MemreadError(f"--device {name!r}: not a device (auto, cpu, cuda, cuda:N or mps)") from None
+
+
 def _add_data_root(p: argparse.ArgumentParser) -> None:
     p.add_argument("--data-root", default=None, help="folder holding the datasets (default: $MEMREAD_DATA, else ~/.cache/memread/data)")
 
@@ -79,6 +93,22 @@ def cmd_train(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_export(args: argparse.Namespace) -> int:
+    from memread import __version__
+    from memread.data.root import data_root
+    from memread.experiment import load_trained
+    from memread.inference.archive import export_archive, is_archive
+
+    run_dir = Path(args.run_dir)
+    if is_archive(run_dir):
+        raise MemreadError(f"{run_dir}: already a model archive")
+    cfg, task, model = load_trained(run_dir, data_root(args.data_root), args.checkpoint)
+    out = export_archive(cfg, task.vocab, model, Path(args.out), __version__,
+                         source=f"{run_dir.resolve()} checkpoint_{args.checkpoint}.pt")
+    print(json.dumps({"archive": str(out), "bytes": out.stat().st_size, "task": cfg.task, "memread": __version__}))
+    return 0
+
+
 def _launch_torchrun(args: argparse.Namespace) -> int:
     """``memread train --nproc N ...``: the same command under PyTorch's own launcher (torchrun, one machine)."""
     from torch.distributed.run import main as torchrun
@@ -111,7 +141,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
     from memread.experiment import load_trained
     from memread.training.loop import evaluate
 
-    cfg, task, model = load_trained(Path(args.run_dir), data_root(args.data_root), args.checkpoint)
+    device = _device(args)
+    cfg, task, model = load_trained(Path(args.run_dir), data_root(args.data_root), args.checkpoint, device)
     bs = args.batch_size or cfg.train.eval_batch_size or task.default_eval_batch_size
     metrics = evaluate(model, task, args.split, bs, progress=sys.stderr.isatty())
     print(json.dumps({"run_dir": args.run_dir, "split": args.split, "checkpoint": args.checkpoint, **metrics}))
@@ -133,6 +164,7 @@ SPECIAL_BENCHES = {
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
+    args.device = _device(args)  # the special benches read it from args
     if args.reader in SPECIAL_BENCHES:
         import importlib
 
@@ -143,7 +175,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
     print(json.dumps(bench(args.reader, batch=args.batch, steps=args.steps, emb=args.emb, hidden=args.hidden,
                            vocab=args.vocab, repeats=args.repeats, reader_options=args.set,
-                           match_params=args.match_params)))
+                           match_params=args.match_params, device=args.device)))
     return 0
 
 
@@ -151,8 +183,9 @@ def cmd_attend(args: argparse.Namespace) -> int:
     from memread.tools.attend import attend
     from memread.data.root import data_root
 
+    device = _device(args)
     out = Path(args.out) if args.out else None
-    print(attend(Path(args.run_dir), args.sentence, out, data_root(args.data_root)))
+    print(attend(Path(args.run_dir), args.sentence, out, data_root(args.data_root), device))
     return 0
 
 
@@ -204,11 +237,11 @@ def cmd_match_params(args: argparse.Namespace) -> int:
     return 0
 
 
-def _trained_lm(args: argparse.Namespace, run_dir: str):
+def _trained_lm(args: argparse.Namespace, run_dir: str, device: str):
     from memread.data.root import data_root
     from memread.experiment import load_trained
 
-    cfg, task, model = load_trained(Path(run_dir), data_root(args.data_root), args.checkpoint)
+    cfg, task, model = load_trained(Path(run_dir), data_root(args.data_root), args.checkpoint, device)
     if cfg.task != "lm":
         raise MemreadError(f"{run_dir}: a {cfg.task!r} run (data.name = {cfg.data.name!r}); {args.command} needs a language model")
     return cfg, task, model
@@ -217,7 +250,8 @@ def _trained_lm(args: argparse.Namespace, run_dir: str):
 def cmd_cbt_lm(args: argparse.Namespace) -> int:
     from memread.tools.cbt_lm import evaluate_cbt_file
 
-    _, task, model = _trained_lm(args, args.run_dir)
+    device = _device(args)
+    _, task, model = _trained_lm(args, args.run_dir, device)
     for path in args.files:
         r = evaluate_cbt_file(model, task.vocab, Path(path), args.context_lines or None, args.questions_per_batch)
         print(json.dumps({"run_dir": args.run_dir, "checkpoint": args.checkpoint, **r}), flush=True)
@@ -228,10 +262,11 @@ def cmd_attention_span(args: argparse.Namespace) -> int:
     from memread.tools.attention_span import (attention_by_position, document_attention, document_png, position_png,
                                         position_table)
 
+    device = _device(args)
     out = Path(args.out)
     rows, pictures = {}, []
     for run_dir in args.run_dirs:
-        cfg, task, model = _trained_lm(args, run_dir)
+        cfg, task, model = _trained_lm(args, run_dir, device)
         name = Path(run_dir).name
         rows[name] = attention_by_position(model, task, args.split, args.batch_size, args.max_batches)
         words, weights = document_attention(model, task, args.split, args.document, args.tokens)
@@ -265,11 +300,12 @@ def _trained_translator(args: argparse.Namespace):
     from memread.data.root import data_root
     from memread.experiment import load_trained, read_run_config
 
+    device = _device(args)
     run_dir = Path(args.run_dir)
     cfg = read_run_config(run_dir)
     if cfg.task != "translate":
         raise MemreadError(f"{run_dir}: a {cfg.task!r} run (data.name = {cfg.data.name!r}); {args.command} needs a translation run")
-    return load_trained(run_dir, data_root(args.data_root), args.checkpoint)
+    return load_trained(run_dir, data_root(args.data_root), args.checkpoint, device)
 
 
 def _decoding_options(p: argparse.ArgumentParser) -> None:
@@ -278,6 +314,7 @@ def _decoding_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-len", type=int, default=50, help="at most this many target words per sentence")
     p.add_argument("--batch-size", type=int, default=64, help="sentences decoded together")
     p.add_argument("--checkpoint", default="best", choices=["best", "last"])
+    _add_device(p)
 
 
 def _check_decoding(args: argparse.Namespace) -> None:
@@ -320,8 +357,9 @@ def cmd_ensemble(args: argparse.Namespace) -> int:
     from memread.data.root import data_root
     from memread.tools.ensemble import ensemble
 
+    device = _device(args)
     print(json.dumps(ensemble([Path(r) for r in args.run_dirs], data_root(args.data_root), args.split, args.checkpoint,
-                              args.batch_size)))
+                              args.batch_size, device)))
     return 0
 
 
@@ -329,8 +367,10 @@ def cmd_picture(args: argparse.Namespace) -> int:
     from memread.data.root import data_root
     from memread.tools.picture import picture
 
+    device = _device(args)
     out = Path(args.out) if args.out else Path(args.run_dir) / f"attention_{args.split}_{args.index}.png"
-    print(json.dumps(picture(Path(args.run_dir), data_root(args.data_root), out, args.split, args.index, args.checkpoint)))
+    print(json.dumps(picture(Path(args.run_dir), data_root(args.data_root), out, args.split, args.index, args.checkpoint,
+                             device)))
     return 0
 
 
@@ -360,11 +400,19 @@ def build_parser() -> argparse.ArgumentParser:
     _add_data_root(p)
     p.set_defaults(func=cmd_train)
 
+    p = sub.add_parser("export", help="a trained run as one portable model archive (safetensors weights, config, vocabulary)")
+    p.add_argument("run_dir")
+    p.add_argument("out", help="the archive file to write, e.g. lstmn-ptb.safetensors")
+    p.add_argument("--checkpoint", default="best", choices=["best", "last"])
+    _add_data_root(p)
+    p.set_defaults(func=cmd_export)
+
     p = sub.add_parser("eval", help="evaluate a trained run")
     p.add_argument("run_dir")
     p.add_argument("--split", default="test", choices=["train", "valid", "test"])
     p.add_argument("--checkpoint", default="best", choices=["best", "last"])
     p.add_argument("--batch-size", type=int, default=0)
+    _add_device(p)
     _add_data_root(p)
     p.set_defaults(func=cmd_eval)
 
@@ -379,12 +427,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="reader config value")
     p.add_argument("--match-params", action="store_true",
                    help="choose the reader's hidden size so its model (the LM with --vocab) has the LSTM's parameter count")
+    _add_device(p)  # the reader, its baseline and their inputs
     p.set_defaults(func=cmd_bench)
 
     p = sub.add_parser("attend", help="picture of a trained reader's intra-attention over a sentence")
     p.add_argument("run_dir")
     p.add_argument("sentence", help='words separated by spaces, e.g. "the cat sat on the mat"')
     p.add_argument("--out", help="PNG to write (default: RUN_DIR/attention.png)")
+    _add_device(p)
     _add_data_root(p)
     p.set_defaults(func=cmd_attend)
 
@@ -426,6 +476,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--checkpoint", default="best", choices=["best", "last"])
     p.add_argument("--context-lines", type=int, default=20, help="required context lines per question (0: any)")
     p.add_argument("--questions-per-batch", type=int, default=8)
+    _add_device(p)
     _add_data_root(p)
     p.set_defaults(func=cmd_cbt_lm)
 
@@ -438,6 +489,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-batches", type=int, default=0, help="stop after this many batches (0: the whole split)")
     p.add_argument("--document", type=int, default=0, help="which document (or, without documents, the stream's start)")
     p.add_argument("--tokens", type=int, default=40, help="tokens of that document to draw")
+    _add_device(p)
     _add_data_root(p)
     p.set_defaults(func=cmd_attention_span)
 
@@ -467,6 +519,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--split", default="test", choices=["train", "valid", "test"])
     p.add_argument("--checkpoint", default="best", choices=["best", "last"])
     p.add_argument("--batch-size", type=int, default=0)
+    _add_device(p)
     _add_data_root(p)
     p.set_defaults(func=cmd_ensemble)
 
@@ -476,6 +529,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--index", type=int, default=0, help="which question of the split")
     p.add_argument("--checkpoint", default="best", choices=["best", "last"])
     p.add_argument("--out", help="PNG to write (default: RUN_DIR/attention_SPLIT_INDEX.png)")
+    _add_device(p)
     _add_data_root(p)
     p.set_defaults(func=cmd_picture)
     return parser

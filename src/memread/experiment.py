@@ -18,6 +18,7 @@ import torch
 from memread.config import SECTIONS, ExperimentConfig, apply_overrides, experiment_from_dict, upgrade
 from memread.data.vocab import Vocab
 from memread.errors import MemreadError, os_error_line
+from memread.inference.archive import archive_config, is_archive, load_archive
 from memread.tasks import Task
 from memread.training.checkpoint import check_compatible, load_checkpoint, load_model_state, write_text_atomically
 from memread.training.loop import Trainer, evaluate
@@ -49,6 +50,11 @@ def _read_raw_config(run_dir: Path) -> dict:
 
 
 def read_run_config(run_dir: Path, overrides: list[str] = ()) -> ExperimentConfig:
+    """The typed config of a run directory (``--set train.KEY=V`` applied), or of a model archive."""
+    if is_archive(run_dir):
+        if overrides:
+            raise MemreadError(f"{run_dir}: a model archive cannot be trained on; --set applies to run directories")
+        return archive_config(Path(run_dir))[0]
     path = run_dir / "config.json"
     raw = _read_raw_config(run_dir)
     for o in overrides:
@@ -198,8 +204,11 @@ def resume_run(run_dir: Path, data_root: Path, overrides: list[str] = (), where:
 def load_trained(run_dir: Path, data_root: Path, which: str = "best",
                  device: str = "cpu") -> tuple[ExperimentConfig, Any, torch.nn.Module]:
     """Config, task and model with the weights of ``checkpoint_{which}.pt`` on ``device`` (a checkpoint
-    written on any device loads on any other), ready to evaluate."""
+    written on any device loads on any other), ready to evaluate; ``run_dir`` may also be a model archive
+    (``memread export``), which holds one set of weights."""
     run_dir = Path(run_dir)
+    if is_archive(run_dir):
+        return load_archive(run_dir, data_root, device)
     cfg = read_run_config(run_dir)
     vocab = Vocab.load(run_dir / "vocab.json")
     ckpt = run_dir / f"checkpoint_{which}.pt"

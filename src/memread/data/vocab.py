@@ -80,11 +80,15 @@ class Vocab:
         os.replace(tmp, path)
 
     @classmethod
+    def from_dict(cls, d: dict) -> "Vocab":
+        """The inverse of :meth:`to_dict`."""
+        return cls(d["itos"], unk=d.get("unk"), pad=d.get("pad"))
+
+    @classmethod
     def load(cls, path: str | Path) -> "Vocab":
         path = Path(path)
         try:
-            d = json.loads(path.read_text(encoding="utf-8"))
-            return cls(d["itos"], unk=d.get("unk"), pad=d.get("pad"))
+            return cls.from_dict(json.loads(path.read_text(encoding="utf-8")))
         except FileNotFoundError:
             raise MemreadError(f"{path}: vocabulary file not found") from None
         except (json.JSONDecodeError, KeyError, TypeError, ValueError) as e:
