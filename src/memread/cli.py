@@ -45,7 +45,8 @@ def _device(args: argparse.Namespace) -> str:
     try:
         return str(resolve_device(name))
     except MemreadError as e:  # resolve_device speaks of train.device; here it is the flag
-        raise MemreadError(str(e).replace(f"train.device = {name!r}", f"--device {name!r}", 1)) from None
+        line = str(e).replace(f"train.device = {name!r}", f"--device {name!r}", 1)
+        raise MemreadError(line.replace("use device = ", "use --device ")) from None
     except RuntimeError as e:  # torch.device("gpu"): not a device name at all
         raise MemreadError(f"--device {name!r}: not a device (auto, cpu, cuda, cuda:N or mps)") from None
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import statistics
 import time
+from typing import Callable
 
 from memread.errors import MemreadError
 
@@ -21,9 +22,11 @@ from memread.errors import MemreadError
 TOKEN_FLAGS = {"batch": 32, "steps": 35, "emb": 150, "hidden": 300, "vocab": 0, "repeats": 30, "match_params": False}
 
 
-def median_step_times(a, b, repeats: int, warmup: int) -> tuple[float, float]:
+def median_step_times(a, b, repeats: int, warmup: int, sync: Callable[[], None] | None = None) -> tuple[float, float]:
     """Median seconds of the calls ``a()`` and ``b()``, run interleaved A B / B A (so a drift in the
-    machine's speed hits both alike) after ``warmup`` untimed calls of each."""
+    machine's speed hits both alike) after ``warmup`` untimed calls of each. ``sync``: waits for the
+    device's queued work (``torch.cuda.synchronize`` on a GPU, whose kernels run asynchronously), called
+    before and after each timed call; None on the CPU, whose calls return when their work is done."""
     for _ in range(warmup):
         a()
         b()
@@ -31,10 +34,34 @@ def median_step_times(a, b, repeats: int, warmup: int) -> tuple[float, float]:
     pairs = ((a, times[0]), (b, times[1]))
     for r in range(repeats):
         for fn, ts in pairs if r % 2 == 0 else pairs[::-1]:
+            if sync is not None:
+                sync()
             t0 = time.perf_counter()
             fn()
+            if sync is not None:
+                sync()
             ts.append(time.perf_counter() - t0)
     return statistics.median(times[0]), statistics.median(times[1])
+
+
+def device_sync(device) -> Callable[[], None] | None:
+    """What :func:`median_step_times` calls around a timed region on ``device`` (a ``torch.device``):
+    ``torch.cuda.synchronize`` for a CUDA device, None (nothing) elsewhere."""
+    if getattr(device, "type", None) != "cuda":
+        return None
+    import torch
+
+    return lambda: torch.cuda.synchronize(device)
+
+
+def device_fields(device) -> dict:
+    """The JSON line's description of where a bench ran: ``device`` and, on a GPU, its name."""
+    fields = {"device": str(device)}
+    if getattr(device, "type", None) == "cuda":
+        import torch
+
+        fields["gpu"] = torch.cuda.get_device_name(device)
+    return fields
 
 
 def reject_size_flags(args, command: str, hint: str) -> None:

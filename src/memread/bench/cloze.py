@@ -8,6 +8,8 @@ document length as training does (pools of ``n_batches`` batches). Each batch is
 step of each model, interleaved A B / B A; a repeat is one pass over the batches, and the median
 repeat gives tokens/s (real document and query tokens, padding excluded). ``step`` is what the
 training loop does (forward, backward, clipping, Adam); ``model`` is forward + backward alone.
+``device`` places both models and the batches (moved before timing); on CUDA each timed step is
+bracketed by ``torch.cuda.synchronize``.
 """
 
 from __future__ import annotations
@@ -18,12 +20,13 @@ import time
 
 import torch
 
-from memread.bench import reject_size_flags
+from memread.bench import device_fields, device_sync, reject_size_flags
 from memread.criteria.cloze import ClozeNLLConfig, build_cloze_nll
 from memread.data.cbt import BLANK, ClozeExample
 from memread.data.pipelines.cloze import ClozePipeline, StoriesClozeConfig, padding_fraction
 from memread.heads.cloze import ASReaderHeadConfig, IAAHeadConfig, build_as_reader_head, build_iaa_head
 from memread.readers.rnn import RNNReaderConfig
+from memread.training.distributed import resolve_device, to_device
 from memread.typed import parse_settings
 
 
@@ -43,7 +46,9 @@ def synthetic_questions(n: int, doc_len: int, query_len: int, vocab: int, seed: 
 def bench_cloze(batch: int = 32, emb: int = 384, hidden: int = 128, inference: int = 512, steps: int = 8,
                 doc_len: int = 450, query_len: int = 30, vocab: int = 50_000, n_batches: int = 8,
                 repeats: int = 3, warmup: int = 1, dropout: float = 0.2, emb_l2: float = 1e-4,
-                fixed_query: bool = False, seed: int = 0) -> dict:
+                fixed_query: bool = False, seed: int = 0, device: str = "cpu") -> dict:
+    where = resolve_device(device)
+    sync = device_sync(where)
     torch.manual_seed(seed)
     examples = synthetic_questions(n_batches * batch, doc_len, query_len, vocab, seed)
     reader = RNNReaderConfig(name="gru", hidden=hidden, bidirectional=True)
@@ -54,21 +59,26 @@ def bench_cloze(batch: int = 32, emb: int = 384, hidden: int = 128, inference: i
              "as_reader": (ASReaderHeadConfig(emb=emb, dropout=dropout, init="paper"), build_as_reader_head)}
     models, criteria, optims = {}, {}, {}
     for key, (head_cfg, build) in heads.items():
-        models[key] = build(head_cfg, reader, data).train()
+        models[key] = build(head_cfg, reader, data).to(where).train()
         criteria[key] = build_cloze_nll(ClozeNLLConfig(emb_l2=emb_l2), data, models[key])
         optims[key] = torch.optim.Adam(models[key].parameters(), lr=1e-3)
     batches = data.batches("train", batch, epoch=0, seed=seed)
     unbucketed = ClozePipeline(StoriesClozeConfig(), ".", vocab=data.vocab, examples={"train": examples}).batches("train", batch, 0, seed)
     tokens = sum(data.tokens_in(batches[i]) for i in range(len(batches)))
+    placed = [to_device(batches[i], where) for i in range(len(batches))]  # moved once, outside the timed steps
 
     def step(key: str, b: dict, optimize: bool) -> float:
         model, opt = models[key], optims[key]
+        if sync is not None:
+            sync()
         t0 = time.perf_counter()
         opt.zero_grad(set_to_none=True)
         criteria[key](model(b), b).value.backward()
         if optimize:
             torch.nn.utils.clip_grad_norm_(model.parameters(), 5.0)
             opt.step()
+        if sync is not None:
+            sync()
         return time.perf_counter() - t0
 
     result = {}
@@ -77,7 +87,7 @@ def bench_cloze(batch: int = 32, emb: int = 384, hidden: int = 128, inference: i
         for r in range(warmup + repeats):
             t = {"iaa": 0.0, "as_reader": 0.0}
             for i in range(len(batches)):
-                b = batches[i]
+                b = placed[i]
                 order = ("iaa", "as_reader") if (r + i) % 2 == 0 else ("as_reader", "iaa")
                 for key in order:
                     t[key] += step(key, b, optimize)
@@ -98,7 +108,7 @@ def bench_cloze(batch: int = 32, emb: int = 384, hidden: int = 128, inference: i
         "query_len": query_len, "vocab": vocab, "n_batches": n_batches, "repeats": repeats,
         "iaa_params": sum(p.numel() for p in models["iaa"].parameters()),
         "as_reader_params": sum(p.numel() for p in models["as_reader"].parameters()),
-        "threads": torch.get_num_threads(), "torch": torch.__version__,
+        **device_fields(where), "threads": torch.get_num_threads(), "torch": torch.__version__,
     }
 
 
@@ -117,4 +127,4 @@ def bench_options(options: list[str], batch: int) -> dict:
 def bench_iaa_command(args) -> dict:
     """``memread bench iaa [--batch B] [--set key=value ...]``: the token-reader size flags do not apply."""
     reject_size_flags(args, "iaa", "emb=384 hidden=128 inference=512 steps=8 doc_len=450 repeats=3 ...")
-    return bench_cloze(**bench_options(args.set, args.batch))
+    return bench_cloze(**bench_options(args.set, args.batch), device=getattr(args, "device", None) or "cpu")

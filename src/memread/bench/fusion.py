@@ -8,7 +8,8 @@ mask. The source tapes stand for an encoder's output: by default they do not req
 also send gradients into them, as when the encoder is trained with them. A training step is forward
 + backward of ``(states @ w).mean()`` for a fixed random ``w``; the two are timed interleaved (ABBA),
 and the median step time gives tokens/s (target tokens). ``ratio`` = fusion tokens/s / baseline
-tokens/s.
+tokens/s. ``device`` places both decoders and the tensors (drawn on the CPU from the seed, then moved);
+on CUDA each timed step is bracketed by ``torch.cuda.synchronize`` (the baseline's cell is cuDNN's).
 
 The baseline is the usual way to write RNNSearch with an LSTM (Bahdanau et al. 2014, with an LSTM cell):
 keys ``W_k gamma_j`` projected once, then per step ``alpha = softmax(v^T tanh(W_k gamma_j + W_q h_{t-1}))``
@@ -23,10 +24,11 @@ import typing
 import torch
 from torch import Tensor, nn
 
-from memread.bench import median_step_times, reject_size_flags
+from memread.bench import device_fields, device_sync, median_step_times, reject_size_flags
 from memread.errors import MemreadError
 from memread.modules.attention import AdditiveAttention
 from memread.readers.lstmn_fusion import FusionConfig, LSTMNFusionDecoder
+from memread.training.distributed import resolve_device
 from memread.typed import parse_settings
 
 
@@ -54,19 +56,20 @@ class AttentionLSTMDecoder(nn.Module):
 
 def bench_deep_fusion(batch: int = 32, source: int = 30, target: int = 30, emb: int = 300, hidden: int = 300,
                       repeats: int = 20, warmup: int = 3, source_grad: bool = False, fusion: str = "lstmn_deep",
-                      seed: int = 0) -> dict:
+                      seed: int = 0, device: str = "cpu") -> dict:
     """Tokens/s of a decoder training step, LSTMN fusion (``fusion``: ``lstmn_deep`` or ``lstmn_shallow``)
-    against the RNNSearch LSTM decoder at the same sizes; see the module docstring."""
+    against the RNNSearch LSTM decoder at the same sizes, on ``device``; see the module docstring."""
+    where = resolve_device(device)
     torch.manual_seed(seed)
-    g = torch.Generator().manual_seed(seed)
-    y = torch.randn(batch, target, emb, generator=g)
-    y_mask = torch.ones(batch, target, dtype=torch.bool)
-    Y = torch.randn(batch, source, hidden, generator=g).tanh().requires_grad_(source_grad)
-    A = torch.randn(batch, source, hidden, generator=g).requires_grad_(source_grad)
-    s_mask = torch.ones(batch, source, dtype=torch.bool)
-    w = torch.randn(hidden, generator=g)
-    decoder = LSTMNFusionDecoder(FusionConfig(fusion, hidden=hidden), emb, hidden)
-    baseline = AttentionLSTMDecoder(emb, hidden, hidden)
+    g = torch.Generator().manual_seed(seed)  # on the CPU: the same numbers on every device
+    y = torch.randn(batch, target, emb, generator=g).to(where)
+    y_mask = torch.ones(batch, target, dtype=torch.bool, device=where)
+    Y = torch.randn(batch, source, hidden, generator=g).tanh().to(where).requires_grad_(source_grad)
+    A = torch.randn(batch, source, hidden, generator=g).to(where).requires_grad_(source_grad)
+    s_mask = torch.ones(batch, source, dtype=torch.bool, device=where)
+    w = torch.randn(hidden, generator=g).to(where)
+    decoder = LSTMNFusionDecoder(FusionConfig(fusion, hidden=hidden), emb, hidden).to(where)
+    baseline = AttentionLSTMDecoder(emb, hidden, hidden).to(where)
 
     def step(model, states_of):
         def run():
@@ -78,7 +81,7 @@ def bench_deep_fusion(batch: int = 32, source: int = 30, target: int = 30, emb: 
 
     run_fusion = step(decoder, lambda out: out.states)
     run_base = step(baseline, lambda out: out)
-    t_fusion, t_base = median_step_times(run_fusion, run_base, repeats, warmup)
+    t_fusion, t_base = median_step_times(run_fusion, run_base, repeats, warmup, device_sync(where))
     tokens = batch * target
     fusion_tps = tokens / t_fusion
     base_tps = tokens / t_base
@@ -91,7 +94,7 @@ def bench_deep_fusion(batch: int = 32, source: int = 30, target: int = 30, emb: 
         "source_grad": source_grad,
         "decoder_params": sum(p.numel() for p in decoder.parameters()),
         "baseline_params": sum(p.numel() for p in baseline.parameters()),
-        "repeats": repeats, "threads": torch.get_num_threads(), "torch": torch.__version__,
+        "repeats": repeats, **device_fields(where), "threads": torch.get_num_threads(), "torch": torch.__version__,
     }
 
 
@@ -100,8 +103,8 @@ def bench_deep_fusion_command(args) -> dict:
     ``--set`` (the keywords of :func:`bench_deep_fusion`: source, target, emb, hidden, repeats, warmup,
     source_grad, fusion, seed); the token-reader size flags do not apply."""
     reject_size_flags(args, "lstmn-deep-fusion", "source=30 target=30 emb=300 hidden=300 repeats=20 source_grad=false ...")
-    types = {k: v for k, v in typing.get_type_hints(bench_deep_fusion).items() if k not in ("return", "batch")}
+    types = {k: v for k, v in typing.get_type_hints(bench_deep_fusion).items() if k not in ("return", "batch", "device")}
     options = parse_settings(list(args.set or ()), types, "bench", "bench lstmn-deep-fusion")
     if options.get("fusion", "lstmn_deep") not in ("lstmn_deep", "lstmn_shallow"):
         raise MemreadError(f"--set fusion: expected lstmn_deep or lstmn_shallow, got {options['fusion']!r}")
-    return bench_deep_fusion(batch=args.batch, **options)
+    return bench_deep_fusion(batch=args.batch, **options, device=getattr(args, "device", None) or "cpu")

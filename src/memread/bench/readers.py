@@ -9,6 +9,10 @@ output, never from timed tests.
 With ``match_params`` the reader's ``hidden`` is not ``hidden`` but the size whose model (the whole
 LM with ``vocab``, else the reader alone) has the parameter count nearest the LSTM's at ``hidden``
 (:func:`memread.params.match_hidden`), as Daniluk et al. (2017) compare their models.
+
+``device`` places both models and their inputs (made on the CPU from the seed, then moved, so every
+device reads the same numbers); on CUDA the baseline is cuDNN's LSTM, and each timed step is bracketed
+by ``torch.cuda.synchronize``.
 """
 
 from __future__ import annotations
@@ -20,10 +24,11 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from memread.bench import median_step_times
+from memread.bench import device_fields, device_sync, median_step_times
 from memread.errors import MemreadError
 from memread.modules.output import VocabularyProjection
 from memread.readers import READERS, build_reader
+from memread.training.distributed import resolve_device
 from memread.typed import parse_settings
 
 
@@ -53,18 +58,19 @@ def reader_config(name: str, hidden: int, options: list[str] = ()):
 class _Step:
     """One training step of a reader (alone, or as a language model)."""
 
-    def __init__(self, reader: nn.Module, batch: int, steps: int, emb: int, vocab: int, seed: int):
-        g = torch.Generator().manual_seed(seed)
-        self.reader, self.vocab = reader, vocab
-        self.mask = torch.ones(batch, steps, dtype=torch.bool)
+    def __init__(self, reader: nn.Module, batch: int, steps: int, emb: int, vocab: int, seed: int,
+                 device: torch.device = torch.device("cpu")):
+        g = torch.Generator().manual_seed(seed)  # on the CPU: the same inputs on every device
+        self.reader, self.vocab = reader.to(device), vocab
+        self.mask = torch.ones(batch, steps, dtype=torch.bool, device=device)
         if vocab:
-            self.embedding = nn.Embedding(vocab, emb)
-            self.decoder = VocabularyProjection(reader.output_size, vocab)
-            self.tokens = torch.randint(vocab, (batch, steps + 1), generator=g)
+            self.embedding = nn.Embedding(vocab, emb).to(device)
+            self.decoder = VocabularyProjection(reader.output_size, vocab).to(device)
+            self.tokens = torch.randint(vocab, (batch, steps + 1), generator=g).to(device)
             self.params = [*reader.parameters(), *self.embedding.parameters(), *self.decoder.parameters()]
         else:
-            self.x = torch.randn(batch, steps, emb, generator=g)
-            self.proj = torch.randn(reader.output_size, generator=g)
+            self.x = torch.randn(batch, steps, emb, generator=g).to(device)
+            self.proj = torch.randn(reader.output_size, generator=g).to(device)
             self.params = list(reader.parameters())
 
     def __call__(self) -> None:
@@ -84,7 +90,8 @@ class _Step:
 
 def bench(name: str, batch: int = 32, steps: int = 35, emb: int = 150, hidden: int = 300, vocab: int = 0,
           repeats: int = 30, warmup: int = 3, reader_options: list[str] = (), seed: int = 0,
-          match_params: bool = False) -> dict:
+          match_params: bool = False, device: str = "cpu") -> dict:
+    where = resolve_device(device)
     torch.manual_seed(seed)
     cfg = reader_config(name, hidden, reader_options)
     matched = {}
@@ -92,9 +99,9 @@ def bench(name: str, batch: int = 32, steps: int = 35, emb: int = 150, hidden: i
         cfg, matched = _match(cfg, name, emb, hidden, vocab)
     reader = build_reader(cfg, emb)
     reference = _LSTMReference(emb, hidden)
-    step_reader = _Step(reader, batch, steps, emb, vocab, seed)
-    step_lstm = _Step(reference, batch, steps, emb, vocab, seed)
-    t_reader, t_lstm = median_step_times(step_reader, step_lstm, repeats, warmup)
+    step_reader = _Step(reader, batch, steps, emb, vocab, seed, where)
+    step_lstm = _Step(reference, batch, steps, emb, vocab, seed, where)
+    t_reader, t_lstm = median_step_times(step_reader, step_lstm, repeats, warmup, device_sync(where))
     tokens = batch * steps
     reader_tps = tokens / t_reader
     lstm_tps = tokens / t_lstm
@@ -109,7 +116,7 @@ def bench(name: str, batch: int = 32, steps: int = 35, emb: int = 150, hidden: i
         **({"model_params": sum(p.numel() for p in step_reader.params),
             "lstm_model_params": sum(p.numel() for p in step_lstm.params)} if vocab else {}),
         **matched,
-        "repeats": repeats, "threads": torch.get_num_threads(), "torch": torch.__version__,
+        "repeats": repeats, **device_fields(where), "threads": torch.get_num_threads(), "torch": torch.__version__,
     }
 
 

@@ -77,14 +77,14 @@ def draw(words: list[str], weights: torch.Tensor, path: Path, title: str) -> Pat
     return save(fig, path)
 
 
-def attend(run_dir: Path, sentence: str, out: Path | None, data_root: Path) -> Path:
-    """Read ``sentence`` with the run's best checkpoint (else its last) and write the picture to ``out``
-    (default ``RUN_DIR/attention.png``). Returns the PNG's path."""
+def attend(run_dir: Path, sentence: str, out: Path | None, data_root: Path, device: str = "cpu") -> Path:
+    """Read ``sentence`` with the run's best checkpoint (else its last), its model on ``device``, and write
+    the picture to ``out`` (default ``RUN_DIR/attention.png``). Returns the PNG's path."""
     from memread.experiment import load_trained
 
     run_dir = Path(run_dir)
     which = "best" if (run_dir / "checkpoint_best.pt").is_file() else "last"
-    cfg, task, model = load_trained(run_dir, data_root, which)
+    cfg, task, model = load_trained(run_dir, data_root, which, device)
     words, weights = read_sentence(model, task.vocab, sentence)
     layers = getattr(cfg.reader, "layers", 1)
     title = f"{cfg.reader.name} intra-attention ({run_dir.name}, checkpoint_{which}" + (

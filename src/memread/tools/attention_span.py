@@ -22,6 +22,7 @@ import torch
 from torch import Tensor
 
 from memread.errors import MemreadError
+from memread.training.distributed import to_device
 
 
 def window_band(attention: Tensor, steps: int) -> Tensor:
@@ -44,21 +45,23 @@ def _read(model: torch.nn.Module, batch: dict, state: Any):
 def attention_by_position(model: torch.nn.Module, task: Any, split: str = "test", batch_size: int = 1,
                           max_batches: int = 0) -> dict:
     """``{"window": L, "weights": [w_{-L} .. w_{-1}], "tokens": n}`` averaged over the split's tokens
-    with a full window (``max_batches`` > 0 stops early, for a quick look)."""
+    with a full window (``max_batches`` > 0 stops early, for a quick look). The model reads on its own
+    device; the counting is done on the CPU."""
     model.eval()
+    device = next(model.parameters()).device
     batches = task.batches(split, batch_size)
     total, n, state, seen = None, 0, None, None
     for i in range(len(batches)):
         if max_batches and i >= max_batches:
             break
         batch = batches[i]
-        out = _read(model, batch, state)
+        out = _read(model, to_device(batch, device), state)
         state = out.state
         mask = batch["mask"]
         B, T = mask.shape
         # (B, T, L); L = 0 for a reader whose carried history starts empty (the LSTMN's tape, L = its span,
         # once a segment has been read): such a first segment only counts the tokens seen
-        band = window_band(out.attention, T)
+        band = window_band(out.attention, T).cpu()
         L = band.size(2)
         if seen is None:
             seen = torch.zeros(B, dtype=torch.long)
@@ -105,8 +108,10 @@ def position_png(rows: dict[str, dict], path: Path) -> Path:
 def document_attention(model: torch.nn.Module, task: Any, split: str = "test", document: int = 0,
                        tokens: int = 40) -> tuple[list[str], Tensor]:
     """Words of the first ``tokens`` tokens of document ``document`` (or of the stream, for a corpus
-    without documents) and their window weights (n, L), read from an empty state."""
+    without documents) and their window weights (n, L), read from an empty state (on the model's device;
+    the weights come back to the CPU)."""
     model.eval()
+    device = next(model.parameters()).device
     if getattr(task.data, "documents_mode", False):
         docs = task.data.document_ids(split)
         if not 0 <= document < len(docs):
@@ -114,10 +119,10 @@ def document_attention(model: torch.nn.Module, task: Any, split: str = "test", d
         ids = docs[document][:tokens]
     else:
         ids = task.data.ids(split)[:tokens]
-    inp = ids.view(1, -1)
+    inp = ids.view(1, -1).to(device)
     mask = torch.ones_like(inp, dtype=torch.bool)
     out = _read(model, {"input": inp, "mask": mask}, None)
-    return task.vocab.decode(ids.tolist()), window_band(out.attention, inp.size(1))[0]
+    return task.vocab.decode(ids.tolist()), window_band(out.attention, inp.size(1))[0].cpu()
 
 
 def document_png(words: Sequence[str], weights: Tensor, path: Path, title: str = "") -> Path:

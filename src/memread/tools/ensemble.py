@@ -16,18 +16,21 @@ import torch
 
 from memread.errors import MemreadError
 from memread.experiment import load_trained
+from memread.training.distributed import to_device
 
 
 @torch.no_grad()
 def answer_distributions(model: torch.nn.Module, task, split: str, batch_size: int) -> list[torch.Tensor]:
-    """P(a | Q, D) over each question's candidates, in the split's question order."""
+    """P(a | Q, D) over each question's candidates, in the split's question order (on the CPU; the model
+    reads each batch on its own device)."""
     model.eval()
+    device = next(model.parameters()).device
     n = len(task.data.encoded(split))
     out: list[torch.Tensor | None] = [None] * n
     batches = task.batches(split, batch_size)
     for i in range(len(batches)):
         batch = batches[i]
-        p = model(batch).logits.exp()  # (B, C)
+        p = model(to_device(batch, device)).logits.exp().cpu()  # (B, C)
         counts = batch["cand_mask"].sum(1).tolist()
         for row, (index, c) in enumerate(zip(batch["index"].tolist(), counts)):
             out[index] = p[row, :c].clone()
@@ -35,13 +38,14 @@ def answer_distributions(model: torch.nn.Module, task, split: str, batch_size: i
 
 
 def ensemble(run_dirs: list[Path], data_root: Path, split: str = "test", which: str = "best",
-             batch_size: int = 0) -> dict:
-    """Accuracy of the averaged distribution of ``run_dirs`` on ``split``, and of each member."""
+             batch_size: int = 0, device: str = "cpu") -> dict:
+    """Accuracy of the averaged distribution of ``run_dirs`` on ``split``, and of each member (each model
+    on ``device`` in turn)."""
     if not run_dirs:
         raise MemreadError("ensemble needs at least one run directory")
     members, total, reference = [], None, None
     for run_dir in run_dirs:
-        cfg, task, model = load_trained(Path(run_dir), data_root, which)
+        cfg, task, model = load_trained(Path(run_dir), data_root, which, device)
         if task.name != "cloze":
             raise MemreadError(f"{run_dir}: ensembles average answer distributions of cloze runs, this is a {task.name} run")
         encoded = task.data.encoded(split)

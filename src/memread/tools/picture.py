@@ -15,12 +15,15 @@ import torch
 
 from memread.errors import MemreadError
 from memread.experiment import load_trained
+from memread.training.distributed import to_device
 
 
 @torch.no_grad()
-def trace_question(run_dir: Path, data_root: Path, split: str = "test", index: int = 0, which: str = "best") -> dict:
-    """The attention trace of question ``index`` of ``split``: words, weights, answer, prediction."""
-    cfg, task, model = load_trained(Path(run_dir), data_root, which)
+def trace_question(run_dir: Path, data_root: Path, split: str = "test", index: int = 0, which: str = "best",
+                   device: str = "cpu") -> dict:
+    """The attention trace of question ``index`` of ``split``: words, weights, answer, prediction (the model
+    reads on ``device``; the weights come back to the CPU)."""
+    cfg, task, model = load_trained(Path(run_dir), data_root, which, device)
     if task.name != "cloze" or cfg.head.name == "final_state":
         raise MemreadError(f"{run_dir}: picture needs a cloze run with a pointer-sum head (iaa, as_reader, pointer)")
     examples, encoded = task.data.examples(split), task.data.encoded(split)
@@ -29,13 +32,13 @@ def trace_question(run_dir: Path, data_root: Path, split: str = "test", index: i
     example = examples[index] if len(examples) == len(encoded) else None
     if example is None:
         raise MemreadError(f"{split}: questions were dropped from this split; pick another split")
-    batch = task.data.batches_of(encoded, [[index]])[0]
+    batch = to_device(task.data.batches_of(encoded, [[index]])[0], next(model.parameters()).device)
     reading = model.read(batch, trace=True)
     if reading.iaa is not None:
-        query_att = reading.iaa.query_trace[0]  # (T, Tq)
-        doc_att = reading.iaa.doc_trace[0]  # (T, Td)
+        query_att = reading.iaa.query_trace[0].cpu()  # (T, Tq)
+        doc_att = reading.iaa.doc_trace[0].cpu()  # (T, Td)
     else:
-        query_att, doc_att = None, reading.attention  # (1, Td)
+        query_att, doc_att = None, reading.attention.cpu()  # (1, Td)
     candidates = example.candidates if example.answer in example.candidates else [*example.candidates, example.answer]
     return {
         "query": example.query, "document": example.document, "answer": example.answer,
@@ -84,8 +87,9 @@ def draw(trace: dict, path: Path, title: str = "") -> Path:
     return save(fig, path, dpi=110)
 
 
-def picture(run_dir: Path, data_root: Path, out: Path, split: str = "test", index: int = 0, which: str = "best") -> dict:
-    trace = trace_question(run_dir, data_root, split, index, which)
+def picture(run_dir: Path, data_root: Path, out: Path, split: str = "test", index: int = 0, which: str = "best",
+            device: str = "cpu") -> dict:
+    trace = trace_question(run_dir, data_root, split, index, which, device)
     path = draw(trace, out)
     return {"png": str(path), "answer": trace["answer"], "predicted": trace["predicted"],
             "steps": len(trace["doc_attention"]), "split": split, "index": index}
