@@ -36,6 +36,7 @@ class PairExample:
     first: tuple[str, ...]  # SNLI: the premise
     second: tuple[str, ...]  # SNLI: the hypothesis
     label: int  # index into SNLI_LABELS
+    qid: str = ""  # answer selection: the question the pair belongs to (memread.data.records; "" = none)
 
 
 def snli_path(root: Path, split: str) -> Path:

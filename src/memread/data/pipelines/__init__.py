@@ -1,19 +1,21 @@
 """Data pipelines, one file per task shape, and the explicit registry of datasets (``[data] name = ...``).
 
 ``DATASETS[name]`` is a :class:`DatasetSpec`: the ``[data]`` config class of that dataset (only its own
-keys are accepted), the task shape it feeds, its default criterion, and the pipeline builder.
+keys are accepted), the task shape it feeds, its default criterion, and the pipeline builder. The
+datasets ``text``, ``jsonl-classify``, ``jsonl-pair``, ``jsonl-cloze``, ``jsonl-document`` and
+``parallel`` read your own data, one plain format per task shape (:mod:`memread.data.records`).
 """
 
 from __future__ import annotations
 
 from memread.data.pipelines.base import DatasetSpec, Pipeline
-from memread.data.pipelines.translation import IWSLT14Config, TranslationPipeline
-from memread.data.pipelines.lm import CBTTextConfig, LMPipeline, PTBConfig, StoriesTextConfig, WikiTextConfig
-from memread.data.pipelines.document import DocumentPipeline, IMDBAclConfig, TangConfig
+from memread.data.pipelines.translation import IWSLT14Config, ParallelConfig, TranslationPipeline
+from memread.data.pipelines.lm import CBTTextConfig, LMPipeline, PTBConfig, StoriesTextConfig, TextConfig, WikiTextConfig
+from memread.data.pipelines.document import DocumentPipeline, IMDBAclConfig, JsonlDocumentConfig, TangConfig
 from memread.data.pipelines.cloze import (BabiClozeConfig, BooksClozeConfig, ClozeFilesConfig, ClozePipeline,
-                                          StoriesClozeConfig)
-from memread.data.pipelines.pair import PairPipeline, SNLIConfig, WikiQAConfig
-from memread.data.pipelines.sentence import SentencePipeline, SSTConfig
+                                          JsonlClozeConfig, StoriesClozeConfig)
+from memread.data.pipelines.pair import JsonlPairConfig, PairPipeline, SNLIConfig, WikiQAConfig
+from memread.data.pipelines.sentence import JsonlClassifyConfig, SentencePipeline, SSTConfig
 
 DATASETS: dict[str, DatasetSpec] = {
     # language modelling (memread.data.pipelines.lm)
@@ -38,6 +40,19 @@ DATASETS: dict[str, DatasetSpec] = {
     "sst": DatasetSpec(SSTConfig, "classify", SentencePipeline, "cross_entropy", "Stanford Sentiment Treebank: 5 classes or binary, sentences or every phrase"),
     "snli": DatasetSpec(SNLIConfig, "pair", PairPipeline, "cross_entropy", "SNLI premise/hypothesis pairs, 3 classes"),
     "wikiqa": DatasetSpec(WikiQAConfig, "pair", PairPipeline, "answer_selection", "WikiQA (candidate sentence, question) pairs, ranked per question"),
+    # your own data, one plain format per task shape (memread.data.records)
+    "text": DatasetSpec(TextConfig, "lm", LMPipeline, "lm_nll", "your plain text files: one sentence per line, blank lines between documents"),
+    "jsonl-classify": DatasetSpec(JsonlClassifyConfig, "classify", SentencePipeline, "cross_entropy",
+                                  "your JSON lines {text, label}: sentence classification"),
+    "jsonl-pair": DatasetSpec(JsonlPairConfig, "pair", PairPipeline, "cross_entropy",
+                              "your JSON lines {premise, hypothesis, label}, or {question, answer, label, qid} ranked "
+                              "(kind = rank, criterion answer_selection)"),
+    "jsonl-cloze": DatasetSpec(JsonlClozeConfig, "cloze", ClozePipeline, "cloze_nll",
+                               "your JSON lines {document, query, candidates, answer}: cloze questions"),
+    "jsonl-document": DatasetSpec(JsonlDocumentConfig, "document", DocumentPipeline, "rating",
+                                  "your JSON lines {sentences (or text), label}: rated documents of sentences"),
+    "parallel": DatasetSpec(ParallelConfig, "translate", TranslationPipeline, "token_nll",
+                            "your line-aligned files PREFIX.src / PREFIX.tgt: sentence pairs to translate"),
     # >>> more task shapes register here
 }
 

@@ -4,8 +4,8 @@ encoded examples -> padded batches.
 Datasets (``[data] name``): ``stories`` (the built-in stories with their questions), ``cbt``
 (CBT-format files), ``books`` (cloze questions built from raw books by the CBT recipe,
 :mod:`memread.data.cloze_builder`, split by book), ``cnn`` (folders of rc-data ``.question`` files)
-and ``babi`` (the bAbI tasks whose answer is a word of the story; accuracy is also reported per task,
-``batch["group"]``). Every dataset takes ``min_count`` / ``max_vocab`` (the vocabulary of the training
+``babi`` (the bAbI tasks whose answer is a word of the story; accuracy is also reported per task,
+``batch["group"]``) and ``jsonl-cloze`` (your own questions as JSON lines, :mod:`memread.data.records`). Every dataset takes ``min_count`` / ``max_vocab`` (the vocabulary of the training
 questions) and ``bucket``: sort examples by document length within pools of ``bucket`` batches (train:
 pools drawn in a random order fixed by (seed, epoch), so a resumed run sees the same batches), so that
 padding wastes little.
@@ -28,7 +28,9 @@ from torch import Tensor
 
 from memread.data.babi import babi_path, read_babi
 from memread.data.batching import Batches, batch_order, pad
-from memread.data.cbt import ClozeExample, read_cbt
+from memread.data.cbt import BLANK, ClozeExample, read_cbt
+from memread.data.pipelines.base import in_order
+from memread.data.records import cloze_example, data_file, read_records
 from memread.data.stories import story_splits
 from memread.data.vocab import Vocab
 from memread.errors import MemreadError
@@ -80,7 +82,24 @@ class BabiClozeConfig:
     bucket: NonNegInt = 0
 
 
-ClozeDataConfig = StoriesClozeConfig | ClozeFilesConfig | BooksClozeConfig | BabiClozeConfig
+@dataclass
+class JsonlClozeConfig:
+    name: Literal["jsonl-cloze"] = "jsonl-cloze"
+    train: str = ""  # JSON-lines files, relative to the data root (or absolute), .gz allowed
+    valid: str = ""
+    test: str = ""
+    placeholder: str = BLANK  # the query's blank: a whole whitespace-separated word (read as XXXXX)
+    lowercase: bool = False
+    min_count: NonNegInt = 1
+    max_vocab: NonNegInt = 0
+    bucket: NonNegInt = 0
+
+    def __post_init__(self) -> None:
+        if not self.placeholder or len(self.placeholder.split()) != 1 or self.placeholder.split()[0] != self.placeholder:
+            raise MemreadError(f"data.placeholder must be one word without spaces, got {self.placeholder!r}")
+
+
+ClozeDataConfig = StoriesClozeConfig | ClozeFilesConfig | BooksClozeConfig | BabiClozeConfig | JsonlClozeConfig
 
 
 # ----------------------------------------------------------------------------- load: one reader per dataset
@@ -141,8 +160,15 @@ def load_babi(cfg: BabiClozeConfig, root: Path, split: str) -> dict[str, list[Cl
     return {split: out}
 
 
+def load_jsonl_cloze(cfg: JsonlClozeConfig, root: Path, split: str) -> dict[str, list[ClozeExample]]:
+    path = data_file(root, getattr(cfg, split), split, cfg.name)
+    return {split: read_records(path, lambda record, where: cloze_example(
+        record, where, placeholder=cfg.placeholder, lowercase=cfg.lowercase))}
+
+
 LOADERS: dict[str, Callable[..., dict[str, list[ClozeExample]]]] = {
-    "stories": load_stories, "cbt": load_cbt, "books": load_books, "cnn": load_cnn, "babi": load_babi}
+    "stories": load_stories, "cbt": load_cbt, "books": load_books, "cnn": load_cnn, "babi": load_babi,
+    "jsonl-cloze": load_jsonl_cloze}
 
 
 # ----------------------------------------------------------------------------- encode and collate
@@ -252,6 +278,18 @@ class ClozePipeline:
     def batches_of(self, encoded: list[dict], groups: list[list[int]]) -> Batches:
         """Batches of encoded questions; ``groups[i]`` lists the question indices of batch i."""
         return Batches(encoded, groups, functools.partial(collate, pad_id=self.vocab.pad_id))
+
+    def example_batches(self, examples: list[ClozeExample], batch_size: int) -> Batches:
+        """Questions (:func:`memread.data.records.cloze_example`) encoded as evaluation encodes them (none is
+        dropped; ``index`` = position in ``examples``) and batched in the given order."""
+        group_id = {g: i for i, g in enumerate(self.groups)}
+        encoded = []
+        for i, ex in enumerate(examples):
+            item = encode_question(ex, self.vocab, i)
+            if self.groups:
+                item["group"] = group_id.get(ex.group, 0)
+            encoded.append(item)
+        return self.batches_of(encoded, in_order(len(encoded), batch_size))
 
     def tokens_in(self, batch: dict) -> int:
         return int(batch["doc_mask"].sum() + batch["query_mask"].sum())

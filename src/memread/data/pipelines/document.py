@@ -3,7 +3,9 @@
 Datasets (``[data] name``): ``imdb-acl`` (``imdb-acl/aclImdb_v1_train_test.tar.gz`` under the data root;
 the test split is aclImdb's test set, and ``dev_fraction`` of its train set, chosen by review id
 (:func:`memread.data.documents.dev_split`), is held out as "valid") and ``tang`` (the three Tang et al.
-``.ss`` files ``tang_train``, ``tang_valid``, ``tang_test``, paths under the data root).
+``.ss`` files ``tang_train``, ``tang_valid``, ``tang_test``, paths under the data root) and
+``jsonl-document`` (your own ``{"sentences": [...], "label": 7}`` lines, :mod:`memread.data.records`;
+``ratings = [...]`` lists the rating values, one class each).
 
 **Labels.** ``labels = "stars"``: one class per rating value (aclImdb: 1-4 and 7-10, eight classes; Tang:
 1..the largest rating in the train file, 5 for Yelp, 10 for IMDB); ``"polarity"``: negative (rating <= 4
@@ -31,6 +33,8 @@ from torch import Tensor
 
 from memread.data.batching import Batches
 from memread.data.documents import ACL_IMDB_FILE, ACL_IMDB_RATINGS, Document, dev_split, read_acl_imdb, read_tang
+from memread.data.pipelines.base import in_order
+from memread.data.records import data_file, document_example, read_records
 from memread.data.vocab import Vocab, vectors_path, vocabulary
 from memread.errors import MemreadError
 from memread.typed import NonNegInt, Probability
@@ -73,7 +77,27 @@ class TangConfig:
         _check_caps(self)
 
 
-DocumentDataConfig = IMDBAclConfig | TangConfig
+@dataclass
+class JsonlDocumentConfig:
+    name: Literal["jsonl-document"] = "jsonl-document"
+    train: str = ""  # JSON-lines files, relative to the data root (or absolute), .gz allowed
+    valid: str = ""
+    test: str = ""
+    ratings: tuple[NonNegInt, ...] = ()  # the rating values, one class each (class i = ratings[i]): [1, 2, 3, 4, 5]
+    lowercase: bool = False
+    vectors: str = ""
+    min_count: NonNegInt = 1
+    max_words: NonNegInt = 50
+    max_sentences: NonNegInt = 40
+
+    def __post_init__(self) -> None:
+        _check_caps(self)
+        if len(self.ratings) < 2 or len(set(self.ratings)) != len(self.ratings):
+            raise MemreadError(f"[data] name = \"jsonl-document\" needs data.ratings: the rating values a label takes, "
+                               f"two or more, each once (e.g. ratings = [1, 2, 3, 4, 5]); got {list(self.ratings)}")
+
+
+DocumentDataConfig = IMDBAclConfig | TangConfig | JsonlDocumentConfig
 
 
 # ----------------------------------------------------------------------------- batches
@@ -133,8 +157,9 @@ class DocumentPipeline:
         self._raw: dict[str, list[Document]] = dict(documents or {})
         self._docs: dict[str, list[Document]] = {}
         self._encoded: dict[str, list[tuple[list[list[int]], int]]] = {}
+        self.polarity = getattr(cfg, "labels", "stars") == "polarity"
         self.ratings = self._ratings()
-        self.class_values = [0.0, 1.0] if cfg.labels == "polarity" else [float(r) for r in self.ratings]
+        self.class_values = [0.0, 1.0] if self.polarity else [float(r) for r in self.ratings]
         self.vectors: dict[str, list[float]] | None = None  # the vocabulary's pretrained vectors, for the head
         if vocab is None:
             path = vectors_path(self.data_root, cfg.vectors) if cfg.vectors else None
@@ -149,7 +174,11 @@ class DocumentPipeline:
         if split not in self._raw:
             if split not in ("train", "valid", "test"):
                 raise MemreadError(f"unknown split {split!r}; expected train, valid or test")
-            if self.cfg.name == "imdb-acl":
+            if self.cfg.name == "jsonl-document":
+                path = data_file(self.data_root, getattr(self.cfg, split), split, self.cfg.name)
+                self._raw[split] = read_records(path, lambda record, where: document_example(
+                    record, where, ratings=self.cfg.ratings, lowercase=self.cfg.lowercase))
+            elif self.cfg.name == "imdb-acl":
                 corpus = read_acl_imdb(self.data_root / ACL_IMDB_FILE)
                 self._raw["train"], self._raw["valid"] = dev_split(corpus["train"], self.cfg.dev_fraction)
                 self._raw["test"] = corpus["test"]
@@ -162,7 +191,7 @@ class DocumentPipeline:
         """The split's documents; for polarity without those of the neutral middle rating."""
         if split not in self._docs:
             docs = self._read(split)
-            if self.cfg.labels == "polarity":
+            if self.polarity:
                 docs = [d for d in docs if d.rating != self._middle()]
             if not docs:
                 raise MemreadError(f"data {self.cfg.name}: split {split!r} has no documents")
@@ -173,6 +202,8 @@ class DocumentPipeline:
         """The rating of every stars class, in class order."""
         if self.cfg.name == "imdb-acl":
             return list(ACL_IMDB_RATINGS)
+        if self.cfg.name == "jsonl-document":
+            return list(self.cfg.ratings)
         return list(range(1, max(d.rating for d in self._read("train")) + 1))
 
     def _middle(self) -> float:
@@ -185,7 +216,7 @@ class DocumentPipeline:
         return [s[: self.cfg.max_words] for s in sents] if self.cfg.max_words else list(sents)
 
     def label(self, doc: Document) -> int:
-        if self.cfg.labels == "polarity":
+        if self.polarity:
             if doc.rating == self._middle():
                 raise MemreadError(f"{doc.id}: rating {doc.rating} is neither negative nor positive")
             return int(doc.rating > self._middle())
@@ -205,6 +236,12 @@ class DocumentPipeline:
         g = torch.Generator().manual_seed(seed * 1_000_003 + epoch) if split == "train" else None
         groups = sentence_buckets([len(d) for d, _ in enc], batch_size, g)
         return Batches(enc, groups, partial(collate_documents, pad_id=self.vocab.pad_id))
+
+    def example_batches(self, examples: list[Document], batch_size: int) -> Batches:
+        """Documents (:func:`memread.data.records.document_example`) capped and encoded as the splits are, and
+        batched in the given order (not bucketed by their number of sentences: a batch pads them)."""
+        enc = [([self.vocab.encode(s) for s in self._sentences(d)], self.label(d)) for d in examples]
+        return Batches(enc, in_order(len(enc), batch_size), partial(collate_documents, pad_id=self.vocab.pad_id))
 
     def tokens_in(self, batch: dict) -> int:
         return int(batch["mask"].sum())

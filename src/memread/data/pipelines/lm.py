@@ -1,12 +1,17 @@
 """Language-model data: a corpus read as one token stream, or as documents, cut into BPTT batches.
 
 Corpora (``[data] name``): ``ptb`` (one continuous stream), ``wikitext-2`` / ``wikitext-103`` (articles),
-``stories-text`` (the built-in stories as text) and ``cbt-text`` (CBT-format cloze files: each question,
-its blank filled in, is a story). With ``documents = true`` a corpus of documents is read as documents:
+``stories-text`` (the built-in stories as text), ``cbt-text`` (CBT-format cloze files: each question,
+its blank filled in, is a story) and ``text`` (your own plain text files, one sentence per line, blank
+lines between documents: :mod:`memread.data.records`). With ``documents = true`` a corpus of documents is read as documents:
 every batch carries ``reset`` (B, T), True at the first token of each document, the reader resets its
 state (and memory) there, and nothing is predicted across a boundary (Daniluk et al. 2017 reset between
 Wikipedia articles and between CBT stories). Evaluation reads a split at batch size 1 by default, so
 each token is conditioned on everything before it.
+
+``example_batches(texts, batch_size=1)`` reads token lists (:func:`memread.data.records.lm_tokens`) as
+one more split: one stream (documents mode: each text a document), at batch size 1 in order, so the
+model's per-token log-probabilities follow the texts' tokens after the first.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ from torch import Tensor
 
 from memread.data.cbt import read_cbt
 from memread.data.ptb import EOS, ptb_path, read_ptb
+from memread.data.records import data_file, read_text
 from memread.data.stories import story_splits, story_text
 from memread.data.stream import DocumentStreamBatches, StreamBatches
 from memread.data.vocab import Vocab
@@ -72,7 +78,20 @@ class CBTTextConfig:
     test_file: str = ""
 
 
-LMDataConfig = PTBConfig | WikiTextConfig | StoriesTextConfig | CBTTextConfig
+@dataclass
+class TextConfig:
+    name: Literal["text"] = "text"
+    train: str = ""  # plain UTF-8 text files, relative to the data root (or absolute), .gz allowed
+    valid: str = ""
+    test: str = ""
+    bptt: PositiveInt = 35
+    min_count: NonNegInt = 1
+    max_vocab: NonNegInt = 0
+    documents: bool = False  # blank lines separate documents; reset the reader at each one's start
+    lowercase: bool = False
+
+
+LMDataConfig = PTBConfig | WikiTextConfig | StoriesTextConfig | CBTTextConfig | TextConfig
 
 
 class LMPipeline:
@@ -104,7 +123,8 @@ class LMPipeline:
                 tokens = [t for line in story_text(self._stories(split)) if line for t in (*line.split(), EOS)]
             else:  # corpora of documents
                 tokens = [t for doc in self.documents(split) for t in doc]
-            self._tokens[split] = map_numbers(tokens) if self.cfg.numbers and name in ("ptb", "stories-text") else tokens
+            numbers = getattr(self.cfg, "numbers", False) and name in ("ptb", "stories-text")
+            self._tokens[split] = map_numbers(tokens) if numbers else tokens
         return self._tokens[split]
 
     def documents(self, split: str) -> list[list[str]]:
@@ -113,12 +133,14 @@ class LMPipeline:
             name = self.cfg.name
             if name == "ptb":
                 raise MemreadError("ptb is one continuous stream without document boundaries")
-            if name in ("stories-text", "cbt-text"):
+            if name == "text":
+                docs = read_text(data_file(self.data_root, getattr(self.cfg, split), split, name), self.cfg.lowercase)
+            elif name in ("stories-text", "cbt-text"):
                 stories = self._stories(split) if name == "stories-text" else self._cloze_file(split)
                 docs = [[t for line in story_text([story]) if line for t in (*line.split(), EOS)] for story in stories]
             else:
                 docs = read_wikitext(wikitext_path(self.data_root, name, split))
-            self._documents[split] = [map_numbers(d) for d in docs] if self.cfg.numbers else docs
+            self._documents[split] = [map_numbers(d) for d in docs] if getattr(self.cfg, "numbers", False) else docs
         return self._documents[split]
 
     def _cloze_file(self, split: str):
@@ -146,6 +168,21 @@ class LMPipeline:
         if self.documents_mode:
             return DocumentStreamBatches(self.document_ids(split), batch_size, self.cfg.bptt, pad_id=self.vocab.pad_id)
         return StreamBatches(self.ids(split), batch_size, self.cfg.bptt, pad_id=self.vocab.pad_id)
+
+    def example_batches(self, examples: list[list[str]], batch_size: int = 1) -> StreamBatches | DocumentStreamBatches:
+        """Token lists (texts, ``<eos>`` after each line) as a split of their own, read as evaluation reads
+        one: one stream of the texts in order, or, with ``documents = true``, each text a document (the
+        reader resets at its start). At ``batch_size`` 1 the targets are every token after the first, in order."""
+        if batch_size < 1:
+            raise MemreadError(f"batch size must be at least 1, got {batch_size}")
+        ids = [torch.tensor(self.vocab.encode(t), dtype=torch.long) for t in examples]
+        try:
+            if self.documents_mode:
+                return DocumentStreamBatches(ids, batch_size, self.cfg.bptt, pad_id=self.vocab.pad_id)
+            return StreamBatches(torch.cat(ids) if ids else torch.zeros(0, dtype=torch.long), batch_size, self.cfg.bptt,
+                                 pad_id=self.vocab.pad_id)
+        except ValueError:
+            raise MemreadError("nothing to predict: a text needs at least two tokens (a word and its line's <eos>)") from None
 
     def tokens_in(self, batch: dict) -> int:
         return int(batch["mask"].sum())

@@ -6,6 +6,13 @@ the answer encoding memories" (Munkhdalai & Yu, section 4.2), with a relevance l
 that one output unit scores (eq. 16). Batches: ``{"first", "first_mask", "second", "second_mask",
 "label"}``; WikiQA's evaluation batches hold whole questions and carry each candidate's ``question``
 (an index), so the criterion can rank the candidates of every question (MAP, MRR).
+
+``[data] name = "jsonl-pair"``: your own JSON lines (:mod:`memread.data.records`). ``kind = "classify"``
+(the default): ``{"premise", "hypothesis", "label"}``, classes as SNLI's (``labels`` and/or ``classes``),
+criterion ``cross_entropy``; ``kind = "rank"``: ``{"question", "answer", "label": 0|1, "qid"}``, one
+relevance score per (answer, question) pair as WikiQA's, criterion ``answer_selection`` (set
+``[criterion] name = "answer_selection"``). A question's candidates are gathered in the order their
+``qid`` first appears, so evaluation ranks each question's candidates together.
 """
 
 from __future__ import annotations
@@ -18,11 +25,14 @@ from typing import ClassVar, Literal
 import torch
 
 from memread.data.batching import Batches, batch_order, pad
-from memread.data.pipelines.text import TextDataConfig, words
+from memread.data.pipelines.base import in_order
+from memread.data.pipelines.text import TextDataConfig, check_classes, words
+from memread.data.records import data_file, pair_example, read_records
 from memread.data.vocab import Vocab, vectors_path, vocabulary
 from memread.data.snli import PairExample, read_snli, snli_path
 from memread.data.wikiqa import read_wikiqa, wikiqa_path
 from memread.errors import MemreadError
+from memread.typed import NonNegInt
 
 
 @dataclass
@@ -37,7 +47,37 @@ class WikiQAConfig(TextDataConfig):
     outputs: ClassVar[int] = 1  # one relevance score per candidate, ranked within its question
 
 
-PairDataConfig = SNLIConfig | WikiQAConfig
+@dataclass
+class JsonlPairConfig(TextDataConfig):
+    name: Literal["jsonl-pair"] = "jsonl-pair"
+    train: str = ""  # JSON-lines files, relative to the data root (or absolute), .gz allowed
+    valid: str = ""
+    test: str = ""
+    kind: Literal["classify", "rank"] = "classify"  # premise/hypothesis classes, or answers ranked per question
+    classes: NonNegInt = 0  # kind = "classify": number of classes (0: len(labels)), labels 0..classes-1 ...
+    labels: tuple[str, ...] = ()  # ... or these names, e.g. ["entailment", "neutral", "contradiction"]
+    lowercase: bool = False
+
+    def __post_init__(self) -> None:
+        if self.kind == "rank":
+            if self.classes or self.labels:
+                raise MemreadError("data.classes and data.labels do not apply to kind = \"rank\" (a label is 0 or 1)")
+        else:
+            check_classes(self.classes, self.labels, "jsonl-pair")
+
+    @property
+    def outputs(self) -> int:
+        """One relevance score per candidate (rank), else one unit per class."""
+        return 1 if self.kind == "rank" else self.classes or len(self.labels)
+
+
+PairDataConfig = SNLIConfig | WikiQAConfig | JsonlPairConfig
+
+
+def question_indices(qids: list[str]) -> list[int]:
+    """Every candidate's question as an index, in the order the questions first appear."""
+    index: dict[str, int] = {}
+    return [index.setdefault(q, len(index)) for q in qids]
 
 
 def collate_pairs(items: list[dict], pad_id: int, questions: bool) -> dict:
@@ -98,7 +138,9 @@ class PairPipeline:
 
     def examples(self, split: str) -> list[PairExample]:
         if split not in self._examples:
-            if self.cfg.name == "snli":
+            if self.cfg.name == "jsonl-pair":
+                self._examples[split] = self._read_jsonl(split)
+            elif self.cfg.name == "snli":
                 self._examples[split], self.dropped[split] = read_snli(snli_path(self.data_root, split))
             else:
                 candidates = read_wikiqa(wikiqa_path(self.data_root, split))
@@ -108,6 +150,18 @@ class PairPipeline:
             if not self._examples[split]:
                 raise MemreadError(f"the {split} split of {self.cfg.name} has no examples")
         return self._examples[split]
+
+    def _read_jsonl(self, split: str) -> list[PairExample]:
+        cfg = self.cfg
+        path = data_file(self.data_root, getattr(cfg, split), split, cfg.name)
+        options = {"kind": cfg.kind, "labels": cfg.labels, "classes": 0 if cfg.kind == "rank" else cfg.outputs}
+        examples = read_records(path, lambda record, where: pair_example(record, where, lowercase=cfg.lowercase, **options))
+        if cfg.kind == "rank":  # each question's candidates together, questions in order of first appearance
+            questions = question_indices([e.qid for e in examples])
+            order = sorted(range(len(examples)), key=lambda i: questions[i])
+            examples = [examples[i] for i in order]
+            self._questions[split] = [questions[i] for i in order]
+        return examples
 
     def encoded(self, split: str) -> list[dict]:
         if split not in self._encoded:
@@ -128,6 +182,20 @@ class PairPipeline:
             groups = question_batches(self._questions[split], batch_size)
         else:
             groups = batch_order([len(e["first"]) + len(e["second"]) for e in enc], batch_size, self.cfg.bucket, None)
+        return Batches(enc, groups, partial(collate_pairs, pad_id=self.vocab.pad_id, questions=True))
+
+    def example_batches(self, examples: list[PairExample], batch_size: int) -> Batches:
+        """Pairs (:func:`memread.data.records.pair_example`) encoded and batched in the given order. Answer
+        selection pairs that all carry a ``qid`` also carry their question (an index, by first appearance),
+        and a batch closes only between two questions, as evaluation batches do."""
+        enc = [{"first": self.vocab.encode(self._words(e.first)), "second": self.vocab.encode(self._words(e.second)),
+                "label": e.label} for e in examples]
+        groups = in_order(len(enc), batch_size)
+        if self.outputs == 1 and examples and all(e.qid for e in examples):
+            questions = question_indices([e.qid for e in examples])
+            for e, q in zip(enc, questions):
+                e["question"] = q
+            groups = question_batches(questions, batch_size)
         return Batches(enc, groups, partial(collate_pairs, pad_id=self.vocab.pad_id, questions=True))
 
     def tokens_in(self, batch: dict) -> int:

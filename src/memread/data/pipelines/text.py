@@ -9,7 +9,9 @@ saved vocabulary (a resumed or loaded run) reads no vectors: the checkpoint hold
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterable
+from typing import Iterable, Sequence
+
+from memread.errors import MemreadError
 
 from memread.typed import NonNegInt
 
@@ -26,3 +28,14 @@ class TextDataConfig:
 
 def words(tokens: Iterable[str], lowercase: bool) -> list[str]:
     return [w.lower() for w in tokens] if lowercase else list(tokens)
+
+
+def check_classes(classes: int, labels: Sequence[str], name: str) -> None:
+    """``classes`` and ``labels`` of a classifying dataset of your own agree and name two classes or more."""
+    if len(set(labels)) != len(labels):
+        raise MemreadError(f"data.labels: a name appears twice in {list(labels)}")
+    if classes and labels and classes != len(labels):
+        raise MemreadError(f"data.classes = {classes} but data.labels names {len(labels)} classes")
+    if (classes or len(labels)) < 2:
+        raise MemreadError(f"[data] name = {name!r} needs its classes: data.labels = [\"neg\", \"pos\", ...] "
+                           f"(labels by name) or data.classes = N (labels 0..N-1), two or more")

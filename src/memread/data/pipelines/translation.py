@@ -1,4 +1,9 @@
-"""Translation data: IWSLT14 de-en sentence pairs -> source and target vocabularies -> padded batches.
+"""Translation data: IWSLT14 de-en sentence pairs, or your own parallel files -> source and target
+vocabularies -> padded batches.
+
+``[data] name = "parallel"``: your own line-aligned files ``{train}.{source}`` / ``{train}.{target}``
+(and ``valid``, ``test``), one sentence per line (:mod:`memread.data.records`), read whole (no length
+filter); vocabularies as below.
 
 **Splits.** IWSLT14 in the MIXER preprocessing (:mod:`memread.data.iwslt`), English to German by default
 (``source = "en"``, the NSE paper's direction). Only the valid and test files exist in the benchmark
@@ -34,6 +39,8 @@ import torch
 
 from memread.data.batching import Batches, batch_order, pad
 from memread.data.iwslt import TranslationPair, iwslt_path, read_iwslt, read_sentences
+from memread.data.pipelines.base import in_order
+from memread.data.records import data_file, read_parallel
 from memread.data.vocab import PAD, UNK, Vocab, vectors_path
 from memread.errors import MemreadError
 from memread.modules.embeddings import read_vectors
@@ -66,6 +73,30 @@ class IWSLT14Config:
             raise MemreadError(f"data.train_file and data.test_file are both {self.test_file!r}: the test split would be training data")
         if self.max_len < 0 or self.src_vocab < 0 or self.tgt_vocab < 0:
             raise MemreadError("data.max_len, data.src_vocab and data.tgt_vocab must be >= 0")
+
+
+@dataclass
+class ParallelConfig:
+    name: Literal["parallel"] = "parallel"
+    train: str = ""  # path prefixes, relative to the data root (or absolute): {train}.{source} and {train}.{target}
+    valid: str = ""
+    test: str = ""
+    source: str = "src"  # the source files' suffix
+    target: str = "tgt"  # the target files' suffix
+    lowercase: bool = False
+    src_vocab: NonNegInt = 0  # most frequent source training words kept (0 = all); specials included
+    tgt_vocab: NonNegInt = 0  # most frequent target training words kept (0 = all); specials included
+    min_count: NonNegInt = 1
+    vectors: str = ""  # GloVe-format file under the data root, for the source side (head.emb = its size)
+    bucket: NonNegInt = 0
+
+    def __post_init__(self) -> None:
+        if not self.source or not self.target or self.source == self.target:
+            raise MemreadError(f"data.source and data.target must be two different file suffixes, got "
+                               f"{self.source!r} and {self.target!r}")
+
+
+TranslationDataConfig = IWSLT14Config | ParallelConfig
 
 
 # ----------------------------------------------------------------------------- vocabularies
@@ -105,7 +136,7 @@ class TranslationPipeline:
     task = "translate"
     default_eval_batch_size = 128
 
-    def __init__(self, cfg: IWSLT14Config, data_root: Path, vocab: Vocab | None = None,
+    def __init__(self, cfg: TranslationDataConfig, data_root: Path, vocab: Vocab | None = None,
                  pairs: dict[str, list[TranslationPair]] | None = None):
         """``vocab`` given (a loaded run): the run's joint vocabulary, nothing is rebuilt (and no vectors
         read: the checkpoint holds the embedding); ``pairs`` (split -> pairs) replaces reading the files
@@ -130,6 +161,12 @@ class TranslationPipeline:
             cfg = self.cfg
             if split not in ("train", "valid", "test"):
                 raise MemreadError(f"unknown split {split!r}; expected train, valid or test")
+            if cfg.name == "parallel":
+                prefix = getattr(cfg, split)
+                files = [data_file(self.data_root, f"{prefix}.{side}" if prefix else "", split, cfg.name)
+                         for side in (cfg.source, cfg.target)]
+                self._pairs[split], self.dropped[split] = read_parallel(*files, lowercase=cfg.lowercase), 0
+                return self._pairs[split]
             read = lambda f, lines=None: read_iwslt(self.data_root, f, cfg.source, cfg.unk_mapped, cfg.max_len, lines)  # noqa: E731
             if split == "test":
                 pairs, dropped = read(cfg.test_file)
@@ -168,9 +205,17 @@ class TranslationPipeline:
         enc = self._encoded[split]
         g = torch.Generator().manual_seed(seed * 1_000_003 + epoch) if split == "train" else None
         groups = batch_order([len(s) + len(t) for s, t in enc], batch_size, self.cfg.bucket, g)
-        collate = partial(collate_pairs, src_pad=self.src_vocab.pad_id, tgt_pad=self.tgt_vocab.pad_id,
-                          bos=self.tgt_vocab.stoi[BOS], eos=self.tgt_vocab.stoi[EOS])
-        return Batches(enc, groups, collate)
+        return Batches(enc, groups, self._collate())
+
+    def example_batches(self, examples: list[TranslationPair], batch_size: int) -> Batches:
+        """Pairs (:func:`memread.data.records.translation_example`; an empty target to translate) encoded
+        and batched in the given order."""
+        enc = [(self.src_vocab.encode(p.source), self.tgt_vocab.encode(p.target)) for p in examples]
+        return Batches(enc, in_order(len(enc), batch_size), self._collate())
+
+    def _collate(self):
+        return partial(collate_pairs, src_pad=self.src_vocab.pad_id, tgt_pad=self.tgt_vocab.pad_id,
+                       bos=self.tgt_vocab.stoi[BOS], eos=self.tgt_vocab.stoi[EOS])
 
     def tokens_in(self, batch: dict) -> int:
         return int(batch["tgt_mask"].sum())
