@@ -9,6 +9,7 @@ The package is laid out like the architecture it implements:
 - ``training`` the one training loop, checkpoints, optimisers and schedules
 - ``tools``    on top of the library: inspection and evaluation of trained runs, the quickstart
 - ``bench``    training throughput of readers against their named baselines
+- ``inference`` trained readers on new text: ``memread.load``, model archives
 - ``cli``      the ``memread`` command
 """
 
@@ -16,4 +17,13 @@ __version__ = "0.1.0"
 
 from memread.errors import MemreadError
 
-__all__ = ["MemreadError", "__version__"]
+
+def load(path, data_root=None, device: str = "cpu", checkpoint: str = "best"):
+    """A trained run directory or model archive, ready to ``predict`` on raw text
+    (:class:`memread.inference.predictor.Predictor`)."""
+    from memread.inference.predictor import load as _load
+
+    return _load(path, data_root, device, checkpoint)
+
+
+__all__ = ["MemreadError", "__version__", "load"]

@@ -110,6 +110,72 @@ def cmd_export(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_predict(args: argparse.Namespace) -> int:
+    """JSON lines in (the task's record format, memread.data.records), JSON lines out, in order. Every line
+    is checked before anything is predicted: a malformed line is reported naming it, and then nothing is
+    predicted (exit 2), so an output never silently lacks a line."""
+    from tqdm import tqdm
+
+    from memread.data.root import data_root
+    from memread.inference.predictor import load, to_json
+
+    where_name = "stdin" if args.input == "-" else args.input
+    if args.input == "-":
+        text = sys.stdin.read()
+    else:
+        try:
+            text = Path(args.input).read_text(encoding="utf-8")
+        except OSError as e:
+            from memread.errors import os_error_line
+
+            raise MemreadError(os_error_line(e, args.input)) from None
+        except UnicodeDecodeError as e:
+            raise MemreadError(f"{args.input}: not UTF-8 text ({e.reason} at byte {e.start})") from None
+    device = _device(args)
+    predictor = load(args.run_dir, data_root(args.data_root), device, args.checkpoint)
+    items, errors = [], []
+    for n, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        where = f"{where_name}:{n}"
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as e:
+            errors.append(f"{where}: not valid JSON ({e.msg} at column {e.colno})")
+            continue
+        try:
+            example = predictor.example(record, where)
+        except MemreadError as e:
+            errors.append(str(e))
+            continue
+        items.append((n, record, example))
+    if errors:
+        for line in errors[:20]:
+            print(f"memread: error: {line}", file=sys.stderr)
+        more = f" ({len(errors) - 20} more not shown)" if len(errors) > 20 else ""
+        raise MemreadError(f"{where_name}: {len(errors)} of {len(errors) + len(items)} input lines are malformed{more}; "
+                           f"nothing was predicted")
+    if args.generate and predictor.kind != "lm":
+        raise MemreadError(f"--generate needs a language model; {args.run_dir} is a {predictor.kind} model")
+    chunk = max(args.batch_size, 1) * 8
+    bar = tqdm(total=len(items), desc="predict", unit="input", file=sys.stderr, disable=None, mininterval=1.0)
+    for k in range(0, len(items), chunk):
+        part = items[k : k + chunk]
+        if args.generate:
+            results = [predictor.generate(ex, args.generate, sample=args.sample, temperature=args.temperature,
+                                          seed=None if args.seed is None else args.seed + n) for n, _, ex in part]
+        else:
+            results = predictor.predict_examples([ex for _, _, ex in part], args.batch_size, args.attention, args.beam,
+                                                 args.alpha, args.max_len)
+        for (n, record, _), result in zip(part, results):
+            ident = {"id": record["id"]} if isinstance(record, dict) and "id" in record else {}
+            print(json.dumps({"line": n, **ident, **to_json(result)}), flush=False)
+        bar.update(len(part))
+    bar.close()
+    sys.stdout.flush()
+    return 0
+
+
 def _launch_torchrun(args: argparse.Namespace) -> int:
     """``memread train --nproc N ...``: the same command under PyTorch's own launcher (torchrun, one machine)."""
     from torch.distributed.run import main as torchrun
@@ -197,6 +263,14 @@ def cmd_data(args: argparse.Namespace) -> int:
     if args.data_command == "download":
         path = download.download(args.dataset, data_root(args.data_root), url=args.url, verify=not args.no_verify)
         print(f"{args.dataset}: ready in {path}")
+    elif args.data_command == "list":
+        root = data_root(args.data_root)
+        rows = download.listing(root)
+        if args.json:
+            for row in rows:
+                print(json.dumps({"data_root": str(root), **row}))
+        else:
+            print(download.format_listing(rows, root))
     elif args.data_command == "stories":
         from memread.data.cbt import write_cbt
         from memread.data.stories import story_splits, story_text
@@ -408,6 +482,25 @@ def build_parser() -> argparse.ArgumentParser:
     _add_data_root(p)
     p.set_defaults(func=cmd_export)
 
+    p = sub.add_parser("predict", help="apply a trained run or archive to new inputs: JSON lines in, JSON lines out")
+    p.add_argument("run_dir", help="a run directory or a model archive (memread export)")
+    p.add_argument("input", nargs="?", default="-", help="JSON-lines file of inputs ('-' or none: stdin); formats in "
+                   "memread.data.records: {\"text\": ...} (lm, classify, document), {\"premise\", \"hypothesis\"}, "
+                   "{\"question\", \"answer\"}, {\"document\", \"query\", \"candidates\"}, {\"source\": ...}")
+    p.add_argument("--batch-size", type=int, default=32)
+    p.add_argument("--checkpoint", default="best", choices=["best", "last"])
+    p.add_argument("--attention", action="store_true", help="add the model's attention trace where its reader has one")
+    p.add_argument("--generate", type=int, default=0, metavar="N", help="language models: continue each text by N tokens")
+    p.add_argument("--sample", action="store_true", help="with --generate: sample instead of the most probable token")
+    p.add_argument("--temperature", type=float, default=1.0)
+    p.add_argument("--seed", type=int, default=None, help="with --sample: a repeatable draw (seed + line number)")
+    p.add_argument("--beam", type=int, default=5, help="translation: beam size")
+    p.add_argument("--alpha", type=float, default=1.0, help="translation: length normalisation")
+    p.add_argument("--max-len", type=int, default=50, help="translation: at most this many target words")
+    _add_device(p)
+    _add_data_root(p)
+    p.set_defaults(func=cmd_predict)
+
     p = sub.add_parser("eval", help="evaluate a trained run")
     p.add_argument("run_dir")
     p.add_argument("--split", default="test", choices=["train", "valid", "test"])
@@ -441,10 +534,16 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("data", help="datasets")
     dsub = p.add_subparsers(dest="data_command", required=True)
-    d = dsub.add_parser("download", help="fetch a public dataset into the data root")
-    d.add_argument("dataset", choices=["ptb"])
-    d.add_argument("--url", help="archive URL (default: the canonical public archive)")
-    d.add_argument("--no-verify", action="store_true", help="skip the MD5 check of the extracted files")
+    from memread.data.catalog import DATASETS
+
+    d = dsub.add_parser("download", help="fetch a public dataset's canonical archive into the data root (resumable, checked)")
+    d.add_argument("dataset", choices=list(DATASETS), metavar="DATASET", help=f"one of: {', '.join(DATASETS)}")
+    d.add_argument("--url", help="archive URL (default: the canonical public archive, or $MEMREAD_DOWNLOAD_BASE/<archive>)")
+    d.add_argument("--no-verify", action="store_true",
+                   help="skip the checks of the extracted files (sha256 pins, structure and record counts)")
+    _add_data_root(d)
+    d = dsub.add_parser("list", help="every dataset: in the data root or not, download size, checksums, licence")
+    d.add_argument("--json", action="store_true", help="one JSON object per dataset, a line each")
     _add_data_root(d)
     d = dsub.add_parser("stories", help="write the built-in stories")
     d.add_argument("out_dir")

@@ -1,0 +1,307 @@
+"""A trained reader applied to new text: ``memread.load(RUN_DIR_OR_ARCHIVE)`` gives a :class:`Predictor`.
+
+``predictor.predict(inputs)`` takes the task's natural input, raw text (whitespace-tokenized, as the
+training data was read), one input or a list, and returns typed results in the same order:
+
+=============  ==============================================  ==========================================
+task           an input                                        a result
+=============  ==============================================  ==========================================
+lm             ``"the cat sat"`` (or ``{"text": ...}``)          :class:`TokenScores`: log p of every token
+                                                               after the first, perplexity;
+                                                               ``generate(prompt, steps)``: :class:`Continuation`
+classify       ``"a fine film"``                                :class:`Label` and its probabilities
+pair           ``{"premise": ..., "hypothesis": ...}``          :class:`Label` (NLI)
+               ``{"question": ..., "answer": ...}``             :class:`Score` (answer selection)
+cloze          ``{"document", "query", "candidates"}``          :class:`ClozeAnswer`: the candidate and all
+                                                               candidates' probabilities
+translate      ``"ein satz ."`` (or ``{"source": ...}``)         :class:`Translation` (beam search)
+document       ``"text ..."`` or ``{"sentences": [...]}``        :class:`Rating`: class, rating, probabilities
+=============  ==============================================  ==========================================
+
+The record formats are :mod:`memread.data.records`' (the same that ``[data] name = "jsonl-..."`` reads);
+a label in an input is not needed and is ignored. ``attention=True`` adds the model's attention trace
+for each input where its reader returns one (LSTMN intra-attention, window weights, IAA glimpses, ...).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Iterable
+
+import torch
+
+from memread.data.records import record_example, record_options, tokenize
+from memread.errors import MemreadError
+from memread.training.distributed import to_device
+
+
+@dataclass
+class TokenScores:
+    """A language model's reading of a text: ``logprobs[i]`` is log p(``tokens[i + 1]`` | what precedes)."""
+
+    tokens: list[str]
+    logprobs: list[float]
+    nll: float  # mean negative log-probability per predicted token
+    ppl: float
+    attention: Any = None
+
+
+@dataclass
+class Continuation:
+    prompt: list[str]
+    tokens: list[str]  # the continuation, without the prompt
+    logprobs: list[float]
+
+    @property
+    def text(self) -> str:
+        return " ".join(self.tokens)
+
+
+@dataclass
+class Label:
+    label: str | int
+    probabilities: dict[str, float]
+    attention: Any = None
+
+
+@dataclass
+class Score:
+    """Answer selection: the probability that ``answer`` answers ``question`` (sigmoid of the score)."""
+
+    score: float
+    probability: float
+    attention: Any = None
+
+
+@dataclass
+class ClozeAnswer:
+    answer: str
+    probabilities: dict[str, float]  # over the candidates
+    attention: Any = None
+
+
+@dataclass
+class Translation:
+    source: list[str]
+    tokens: list[str]
+
+    @property
+    def text(self) -> str:
+        return " ".join(self.tokens)
+
+
+@dataclass
+class Rating:
+    label: int  # the most probable rating class (its rating value)
+    rating: float  # the expected rating under the class probabilities
+    probabilities: dict[str, float]
+    attention: Any = None
+
+
+def to_json(result: Any) -> dict:
+    """A result as a JSON-ready dict (properties such as ``text`` included)."""
+    out = asdict(result)
+    for name in ("text",):
+        if hasattr(result, name):
+            out[name] = getattr(result, name)
+    if out.get("attention") is None:
+        out.pop("attention", None)
+    return out
+
+
+def _trace(attention: Any, row: int) -> Any:
+    if attention is None:
+        return None
+    if isinstance(attention, torch.Tensor):
+        return attention[row].detach().float().cpu().tolist() if attention.dim() else attention.item()
+    if isinstance(attention, (list, tuple)):
+        return [_trace(a, row) for a in attention]
+    if isinstance(attention, dict):
+        return {k: _trace(v, row) for k, v in attention.items()}
+    return None
+
+
+@dataclass
+class Predictor:
+    """A trained model with what it needs to read raw text: its config, its task (pipeline, vocabulary)
+    and the model itself (a plain ``nn.Module``, on ``device``)."""
+
+    cfg: Any
+    task: Any
+    model: torch.nn.Module
+    source: str = ""
+    _examples: int = field(default=0, repr=False)
+
+    @property
+    def kind(self) -> str:
+        """The task shape: lm, classify, pair, cloze, translate or document."""
+        return self.task.data.task
+
+    @property
+    def device(self) -> torch.device:
+        return next(self.model.parameters()).device
+
+    # ------------------------------------------------------------------ inputs
+    def _record(self, item: Any, where: str) -> dict:
+        if isinstance(item, dict):
+            return item
+        if isinstance(item, str):
+            key = {"lm": "text", "classify": "text", "translate": "source", "document": "text"}.get(self.kind)
+            if key is None:
+                raise MemreadError(f"{where}: a {self.kind} model reads records (JSON objects), not plain strings: "
+                                   f"see memread.data.records")
+            return {key: item}
+        raise MemreadError(f"{where}: an input must be a string or a JSON object, got {type(item).__name__}")
+
+    def example(self, item: Any, where: str) -> Any:
+        """One raw input -> the pipeline's example (one clear error naming ``where`` and the field)."""
+        return record_example(self.task.data, self._record(item, where), where, labelled=False)
+
+    def examples(self, inputs: Iterable[Any], where: str = "input") -> list[Any]:
+        """Raw inputs -> the pipeline's examples (an error names ``where:N``, N counted from 1)."""
+        return [self.example(item, f"{where}:{i + 1}") for i, item in enumerate(inputs)]
+
+    def _forward(self, batch: dict, state: Any, attention: bool):
+        if attention:
+            import inspect
+
+            if "return_attention" in inspect.signature(self.model.forward).parameters:
+                return self.model(batch, state, return_attention=True)
+        return self.model(batch, state)
+
+    # ------------------------------------------------------------------ predict
+    @torch.no_grad()
+    def predict(self, inputs: Any, batch_size: int = 32, attention: bool = False, beam: int = 5, alpha: float = 1.0,
+                max_len: int = 50) -> Any:
+        """Results for ``inputs`` (one input, or a list of them), in order; see the module docstring.
+        ``beam``, ``alpha``, ``max_len``: translation's beam search."""
+        single = isinstance(inputs, (str, dict))
+        items = [inputs] if single else list(inputs)
+        results = self.predict_examples(self.examples(items), batch_size, attention, beam, alpha, max_len)
+        return results[0] if single else results
+
+    @torch.no_grad()
+    def predict_examples(self, examples: list[Any], batch_size: int = 32, attention: bool = False, beam: int = 5,
+                         alpha: float = 1.0, max_len: int = 50) -> list[Any]:
+        if batch_size < 1:
+            raise MemreadError(f"batch size must be at least 1, got {batch_size}")
+        self.model.eval()
+        if self.kind == "lm":
+            return [self._score_text(tokens, attention) for tokens in examples]
+        if self.kind == "translate":
+            from memread.decoding import translate
+
+            sources = [list(e.source) for e in examples]
+            hyps = translate(self.model, self.task.data, sources, beam, alpha, max_len, batch_size)
+            return [Translation(source=s, tokens=h) for s, h in zip(sources, hyps)]
+        out: list[Any] = []
+        batches = self.task.data.example_batches(examples, batch_size)
+        for i in range(len(batches)):
+            batch = to_device(batches[i], self.device)
+            result = self._forward(batch, None, attention)
+            first = len(out)
+            for row in range(result.logits.size(0)):
+                out.append(self._one(examples[first + row], result.logits[row],
+                                     _trace(result.attention, row) if attention else None))
+        return out
+
+    def _names(self) -> list[str]:
+        options = record_options(self.task.data)
+        return [str(x) for x in options.get("labels") or ()]
+
+    def _one(self, example: Any, logits: torch.Tensor, trace: Any) -> Any:
+        logits = logits.float().cpu()
+        if self.kind == "cloze":  # log-probabilities over the question's candidates
+            p = logits[: len(example.candidates)].exp()
+            p = p / p.sum()
+            probs = {c: float(v) for c, v in zip(example.candidates, p)}
+            return ClozeAnswer(answer=max(probs, key=probs.get), probabilities=probs, attention=trace)
+        if logits.dim() == 0 or logits.numel() == 1:  # answer selection: one relevance logit
+            s = float(logits.reshape(()))
+            return Score(score=s, probability=1.0 / (1.0 + math.exp(-s)), attention=trace)
+        p = logits.softmax(-1)
+        if self.kind == "document":
+            values = list(self.task.data.class_values)
+            probs = {str(int(v) if float(v).is_integer() else v): float(q) for v, q in zip(values, p)}
+            best = int(p.argmax())
+            return Rating(label=int(values[best]), rating=float(sum(v * float(q) for v, q in zip(values, p))),
+                          probabilities=probs, attention=trace)
+        names = self._names() or [str(i) for i in range(p.numel())]
+        probs = {n: float(q) for n, q in zip(names, p)}
+        best = int(p.argmax())
+        return Label(label=names[best] if self._names() else best, probabilities=probs, attention=trace)
+
+    # ------------------------------------------------------------------ language models
+    def _read(self, tokens: list[str], attention: bool = False):
+        """Every segment's output over one text, in order, with the state carried."""
+        batches = self.task.data.example_batches([tokens], 1)
+        state = None
+        for i in range(len(batches)):
+            batch = to_device(batches[i], self.device)
+            out = self._forward(batch, state, attention)
+            state = out.state
+            yield batch, out
+
+    def _score_text(self, tokens: list[str], attention: bool) -> TokenScores:
+        logps: list[float] = []
+        traces = []
+        for batch, out in self._read(tokens, attention):
+            lp = out.logits.float().log_softmax(-1).gather(-1, batch["target"].unsqueeze(-1)).squeeze(-1)  # (1, T)
+            logps += lp[batch["mask"]].cpu().tolist()
+            if attention and out.attention is not None:
+                traces.append(_trace(out.attention, 0))
+        nll = -sum(logps) / max(len(logps), 1)
+        return TokenScores(tokens=list(tokens), logprobs=logps, nll=nll, ppl=math.exp(min(nll, 50.0)),
+                           attention=traces or None)
+
+    @torch.no_grad()
+    def generate(self, prompt: str | list[str], steps: int = 20, sample: bool = False, temperature: float = 1.0,
+                 seed: int | None = None) -> Continuation:
+        """Continue ``prompt`` by ``steps`` tokens: greedy, or sampled at ``temperature`` (``seed`` for a
+        repeatable draw). A language model only."""
+        if self.kind != "lm":
+            raise MemreadError(f"generate needs a language model; this is a {self.kind} model")
+        if steps < 0 or temperature <= 0:
+            raise MemreadError(f"steps must be >= 0 and temperature > 0, got {steps} and {temperature}")
+        self.model.eval()
+        words = tokenize(prompt, record_options(self.task.data)["lowercase"]) if isinstance(prompt, str) else list(prompt)
+        if not words:
+            raise MemreadError("generate needs a prompt of at least one token")
+        vocab = self.task.vocab
+        g = torch.Generator().manual_seed(seed) if seed is not None else None
+        # read the prompt but its last token; then feed one token at a time, carrying the state
+        state, out_tokens, out_logps = None, [], []
+        ids = vocab.encode(words)
+        for batch, out in self._read(words) if len(words) > 1 else ():
+            state = out.state
+        x = ids[-1]
+        for _ in range(steps):
+            batch = {"input": torch.tensor([[x]], device=self.device), "target": torch.zeros(1, 1, dtype=torch.long, device=self.device),
+                     "mask": torch.ones(1, 1, dtype=torch.bool, device=self.device)}
+            out = self.model(batch, state)
+            state = out.state
+            logp = out.logits[0, -1].float().log_softmax(-1).cpu()
+            if vocab.pad_id is not None:
+                logp[vocab.pad_id] = -math.inf
+            if sample:
+                x = int(torch.multinomial((logp / temperature).softmax(-1), 1, generator=g))
+            else:
+                x = int(logp.argmax())
+            out_tokens.append(vocab.itos[x])
+            out_logps.append(float(logp[x]))
+        return Continuation(prompt=words, tokens=out_tokens, logprobs=out_logps)
+
+
+def load(path: str | Path, data_root: str | Path | None = None, device: str = "cpu", checkpoint: str = "best") -> Predictor:
+    """A trained run directory (its ``checkpoint_best.pt``, or ``checkpoint`` = "last") or a model archive
+    (``memread export``), ready to ``predict``. The data root is only read for what the model needs beyond
+    its own files (nothing, for the shipped tasks)."""
+    from memread.data.root import data_root as default_root
+    from memread.experiment import load_trained
+
+    path = Path(path)
+    root = Path(data_root) if data_root is not None else default_root()
+    cfg, task, model = load_trained(path, root, checkpoint, device)
+    return Predictor(cfg=cfg, task=task, model=model, source=str(path))
