@@ -1,6 +1,8 @@
 """The README's two set-up commands, and CI running the second one verbatim."""
 
 import re
+
+import pytest
 from pathlib import Path
 
 REPO = Path(__file__).parent.parent
@@ -91,3 +93,28 @@ def test_the_figure_script_checks_and_rewrites_only_the_figure(tmp_path):
     changed = [(a, b) for a, b in zip(text.splitlines(), new.splitlines(), strict=True) if a != b]
     assert len(changed) == 1 and changed[0][1].startswith(qf.README_ROW)
     assert qf.main([*args, "--check"]) == 0
+
+
+def python_blocks() -> list[str]:
+    return re.findall(r"```python\n(.+?)\n```", README.read_text(encoding="utf-8"), flags=re.S)
+
+
+def test_the_python_examples_run_as_written(tmp_path, monkeypatch):
+    """The README's Python blocks, verbatim, in a folder where ``memread quickstart`` has run (fewer steps)."""
+    from memread import cli
+    from memread.inference.predictor import ClozeAnswer
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("MEMREAD_DATA", str(tmp_path))
+    assert cli.main(["quickstart", "--steps", "30"]) == 0
+    blocks = python_blocks()
+    assert len(blocks) == 2
+    first: dict = {}
+    exec(compile(blocks[0], "README.md (memread.load)", "exec"), first)
+    assert isinstance(first["result"], ClozeAnswer) and first["result"].answer in ("market", "office")
+    assert sum(first["result"].probabilities.values()) == pytest.approx(1.0)
+    assert first["results"][0].attention is not None
+    second: dict = {}
+    exec(compile(blocks[1], "README.md (a reader in your model)", "exec"), second)
+    assert tuple(second["logits"].shape) == (2, 5)
+    second["logits"].sum().backward()  # a plain nn.Module: gradients reach the reader
