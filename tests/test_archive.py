@@ -95,3 +95,20 @@ def test_a_pickle_is_not_an_archive(tmp_path):
     assert not is_archive(evil)
     with pytest.raises(MemreadError, match="not a memread model archive"):
         load_archive(evil, tmp_path)
+
+
+def test_the_verbs_that_take_a_run_take_an_archive(run, tmp_path, capsys):
+    out = tmp_path / "model.safetensors"
+    export(run, out, capsys)
+    capsys.readouterr()
+    if (run / "config.json").read_text().count('"lstmn"'):  # the LM: its intra-attention
+        assert cli.main(["attend", str(out), "the cat sat on the mat"]) == 0
+        assert (tmp_path / "model.attention.png").stat().st_size > 0  # beside the archive, not inside it
+    else:  # the cloze run: its attention picture, and an ensemble that equals its evaluation
+        assert cli.main(["picture", str(out), "--split", "valid"]) == 0
+        assert (tmp_path / "model.attention_valid_0.png").stat().st_size > 0
+        capsys.readouterr()
+        assert cli.main(["ensemble", str(out), str(run), "--split", "valid"]) == 0
+        ensemble = json.loads(capsys.readouterr().out)
+        assert cli.main(["eval", str(run), "--split", "valid"]) == 0
+        assert ensemble["accuracy"] == pytest.approx(json.loads(capsys.readouterr().out)["accuracy"])

@@ -32,6 +32,12 @@ from pathlib import Path
 from memread.errors import MemreadError
 
 
+def _beside(run: Path, name: str) -> Path:
+    """Where a verb writes its output for a run: inside a run directory, or beside a model archive
+    (``model.safetensors`` -> ``model.NAME``)."""
+    return run / name if run.is_dir() else run.with_name(f"{run.stem}.{name}")
+
+
 def _add_device(p: argparse.ArgumentParser, what: str = "") -> None:
     p.add_argument("--device", default=None, help=f"{what}auto, cpu, cuda, cuda:N or mps (default: {'the config' if what else 'cpu'})")
 
@@ -421,8 +427,8 @@ def cmd_bleu(args: argparse.Namespace) -> int:
     record = {"run_dir": args.run_dir, "split": args.split, "checkpoint": args.checkpoint, "beam": args.beam,
               "alpha": args.alpha, "max_len": args.max_len, **result.to_dict()}
     run_dir = Path(args.run_dir)
-    (run_dir / f"translations_{args.split}.txt").write_text("".join(h + "\n" for h in hyps), encoding="utf-8")
-    (run_dir / f"bleu_{args.split}.json").write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
+    (_beside(run_dir, f"translations_{args.split}.txt")).write_text("".join(h + "\n" for h in hyps), encoding="utf-8")
+    (_beside(run_dir, f"bleu_{args.split}.json")).write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
     print(f"BLEU = {result.bleu:.2f} ({args.split}, {result.sentences} sentences) {result.signature}", file=sys.stderr)
     print(json.dumps(record))
     return 0
@@ -443,7 +449,7 @@ def cmd_picture(args: argparse.Namespace) -> int:
     from memread.tools.picture import picture
 
     device = _device(args)
-    out = Path(args.out) if args.out else Path(args.run_dir) / f"attention_{args.split}_{args.index}.png"
+    out = Path(args.out) if args.out else _beside(Path(args.run_dir), f"attention_{args.split}_{args.index}.png")
     print(json.dumps(picture(Path(args.run_dir), data_root(args.data_root), out, args.split, args.index, args.checkpoint,
                              device)))
     return 0

@@ -90,4 +90,5 @@ def attend(run_dir: Path, sentence: str, out: Path | None, data_root: Path, devi
     title = f"{cfg.reader.name} intra-attention ({run_dir.name}, checkpoint_{which}" + (
         f", top layer of {layers})" if layers > 1 else ")"
     )
-    return draw(words, weights, Path(out) if out is not None else run_dir / "attention.png", title)
+    default = run_dir / "attention.png" if run_dir.is_dir() else run_dir.with_name(f"{run_dir.stem}.attention.png")
+    return draw(words, weights, Path(out) if out is not None else default, title)
