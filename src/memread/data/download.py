@@ -1,100 +1,616 @@
-"""``memread data download NAME``: fetch a dataset's canonical public archive into the data root.
+"""``memread data download NAME`` and ``memread data list``: every dataset memread reads, from its
+canonical public archive (the table is :mod:`memread.data.catalog`).
 
-Only the files the readers need are taken out of the archive (by name; nothing else in it is
-written, so a hostile archive cannot write outside the target folder), checked against their
-known MD5 sums in a temporary folder beside the target, and only then moved into place as
-``ROOT/NAME/<file>``: a download that fails (or is interrupted) leaves the data root as it was.
+**Only the named members are taken.** Each file written is named by the catalog, never by the archive;
+the few members taken by pattern (CNN's ``.question`` files, aclImdb's reviews) must match a strict
+pattern, so an archive cannot write outside the dataset folder, whatever its member names.
+
+**Checked, then moved into place.** The archive's members are extracted into a temporary folder beside
+the target (``ROOT/.NAME.download-XXXX``), and each is checked: its sha256 where the catalog pins one,
+otherwise its structure by memread's reader for it and its record count where the official count is
+known. Only when every file is good is the dataset folder created and the files moved into it; a failure
+(an interrupt included) leaves the data root's datasets as they were. Files already there are kept.
+
+**Resumable.** The archive is fetched into ``ROOT/.downloads/NAME-ARCHIVE.part`` (with a ``.json`` beside
+it: the URL, its size and validator). A download cut short keeps what arrived; the next run continues it
+with an HTTP ``Range`` request (``If-Range`` with the ETag or Last-Modified seen first), or starts again
+from scratch when the server ignores Range or the file changed. A complete archive stays there only when
+the run stops after the fetch (an interrupt while extracting), and is then used without fetching again;
+it is deleted once the dataset is in place, and when it turns out to be bad.
+
+``MEMREAD_DOWNLOAD_BASE=URL`` fetches every archive as ``URL/<archive file name>`` (a mirror, or the tests'
+loopback server); ``--url`` overrides one dataset's archive.
 """
 
 from __future__ import annotations
 
+import gzip
 import hashlib
 import http.client
+import json
 import lzma
 import os
+import re
 import shutil
+import sys
 import tarfile
 import tempfile
 import urllib.error
+import urllib.parse
 import urllib.request
+import zipfile
 import zlib
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
+from memread.data.catalog import DATASETS, Dataset, Member
 from memread.errors import MemreadError
 
+DOWNLOADS = ".downloads"  # under the data root: partial (and interrupted) archive downloads
+BASE_ENV = "MEMREAD_DOWNLOAD_BASE"
+CHUNK = 1 << 20
+PROGRESS_MIN_BYTES = 1 << 20  # no progress bar for archives smaller than this
 
-@dataclass(frozen=True)
-class ArchiveSpec:
-    url: str
-    files: dict[str, str]  # file written -> path suffix of its member in the archive
-    md5: dict[str, str]  # file written -> MD5 of its bytes
-
-
-DATASETS: dict[str, ArchiveSpec] = {
-    # Mikolov's simple-examples.tgz: the Penn Treebank LM version every paper here uses
-    "ptb": ArchiveSpec(
-        url="http://www.fit.vutbr.cz/~imikolov/rnnlm/simple-examples.tgz",
-        files={"ptb.train.txt": "data/ptb.train.txt", "ptb.valid.txt": "data/ptb.valid.txt",
-               "ptb.test.txt": "data/ptb.test.txt"},
-        md5={"ptb.train.txt": "f26c4b92c5fdc7b3f8c7cdcb991d8420", "ptb.valid.txt": "aa0affc06ff7c36e977d7cd49e3839bf",
-             "ptb.test.txt": "8b80168b89c18661a38ef683c0dc3721"},
-    ),
-}
+# what reading a cut-off or corrupt archive raises, depending on its format and where it breaks
+_CORRUPT = (tarfile.TarError, zipfile.BadZipFile, EOFError, zlib.error, lzma.LZMAError, OSError, ValueError,
+            NotImplementedError, RuntimeError)
 
 
-def _fetch(url: str, dest: Path, timeout: float = 60.0) -> None:
+def archive_url(spec: Dataset, url: str | None = None) -> str:
+    """``url``, else ``$MEMREAD_DOWNLOAD_BASE/<archive>``, else the catalog's canonical URL."""
+    if url:
+        return url
+    base = os.environ.get(BASE_ENV)
+    if base:
+        return base.rstrip("/") + "/" + urllib.parse.quote(spec.archive)
+    return spec.url
+
+
+# ----------------------------------------------------------------------------- fetching, resumably
+
+
+def _meta_path(part: Path) -> Path:
+    return part.with_name(part.name + ".json")
+
+
+def _read_meta(part: Path) -> dict:
     try:
-        with urllib.request.urlopen(url, timeout=timeout) as response, open(dest, "wb") as f:
-            shutil.copyfileobj(response, f, length=1 << 20)
-            expected, got = response.headers.get("Content-Length"), f.tell()
+        meta = json.loads(_meta_path(part).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return meta if isinstance(meta, dict) else {}
+
+
+def _discard(part: Path) -> None:
+    part.unlink(missing_ok=True)
+    _meta_path(part).unlink(missing_ok=True)
+
+
+def _content_range(value: str | None) -> tuple[int | None, int | None]:
+    """``bytes START-END/TOTAL`` -> (START, TOTAL); None for what is not there."""
+    m = re.fullmatch(r"\s*bytes\s+(\d+)-\d+/(\d+|\*)\s*", value or "")
+    if not m:
+        return None, None
+    return int(m.group(1)), (int(m.group(2)) if m.group(2) != "*" else None)
+
+
+def _validator(headers) -> str | None:
+    etag = headers.get("ETag")
+    if etag and not etag.startswith("W/"):  # If-Range needs a strong validator
+        return etag
+    return headers.get("Last-Modified")
+
+
+def _progress(total: int | None, initial: int, label: str):
+    from tqdm import tqdm
+
+    show = sys.stderr.isatty() and (total is None or total >= PROGRESS_MIN_BYTES)
+    return tqdm(total=total, initial=initial, unit="B", unit_scale=True, unit_divisor=1024, desc=label,
+                file=sys.stderr, disable=not show, leave=False, dynamic_ncols=True)
+
+
+def _fetch(url: str, part: Path, timeout: float = 60.0, _retry: bool = True) -> None:
+    """Fetch ``url`` into ``part``, continuing the partial download already there for the same URL."""
+    meta = _read_meta(part)
+    have = part.stat().st_size if part.is_file() else 0
+    if have and meta.get("url") != url:  # a partial download of something else: start again
+        _discard(part)
+        have, meta = 0, {}
+    total = meta.get("total") if have else None
+    if have and isinstance(total, int) and have >= total:
+        if have == total:  # complete already (kept after an interrupt)
+            return
+        _discard(part)
+        have = 0
+    resumable = urllib.parse.urlsplit(url).scheme in ("http", "https")
+    if have and not resumable:
+        have = 0
+    headers = {"User-Agent": "memread (dataset download; Python urllib)"}
+    if have:
+        headers["Range"] = f"bytes={have}-"
+        if meta.get("validator"):
+            headers["If-Range"] = meta["validator"]
+    try:
+        response = urllib.request.urlopen(urllib.request.Request(url, headers=headers), timeout=timeout)
     except urllib.error.HTTPError as e:
+        if e.code == 416 and have and _retry:  # nothing after what we have: the file changed; start again
+            _discard(part)
+            return _fetch(url, part, timeout, _retry=False)
         raise MemreadError(f"could not fetch {url}: HTTP {e.code} {e.reason}") from None
-    except http.client.IncompleteRead as e:  # the connection closed before Content-Length bytes came
-        raise MemreadError(f"could not fetch {url}: the connection closed after {len(e.partial)} bytes "
-                           f"of the archive") from None
     except (urllib.error.URLError, http.client.HTTPException, OSError, ValueError) as e:
         reason = getattr(e, "reason", None) or e
         raise MemreadError(f"could not fetch {url}: {reason}") from None
-    if expected is not None and expected.isdigit() and got < int(expected):
-        raise MemreadError(f"could not fetch {url}: the connection closed after {got} of {expected} bytes")
-
-
-# what reading a cut-off or corrupt archive raises, depending on where it breaks and how it is compressed
-_CORRUPT = (tarfile.TarError, EOFError, zlib.error, OSError, lzma.LZMAError, ValueError)
-
-
-def _extract(url: str, archive: Path, spec: ArchiveSpec, verify: bool, into: Path) -> None:
-    """Every file of ``spec`` taken from ``archive`` and checked, written as ``into/<file>``."""
-    try:
-        tar = tarfile.open(archive, "r:*")
-    except tarfile.ReadError:
-        with open(archive, "rb") as f:
-            head = f.read(24)
-        raise MemreadError(f"{url}: not a tar archive (nor a gzip, bzip2 or xz one); it begins {head!r}") from None
-    except _CORRUPT as e:
-        raise MemreadError(f"{url}: the archive is truncated or corrupt ({type(e).__name__}: {e})") from None
-    with tar:
-        try:
-            members = {m.name: m for m in tar.getmembers() if m.isfile()}
-        except _CORRUPT as e:
-            raise MemreadError(f"{url}: the archive is truncated or corrupt ({type(e).__name__}: {e})") from None
-        for filename, suffix in spec.files.items():
-            found = [m for n, m in members.items() if n == suffix or n.endswith("/" + suffix)]
-            if not found:
-                raise MemreadError(f"{url}: archive has no member ending in {suffix!r}; nothing was written")
+    with response:
+        status = getattr(response, "status", None)
+        if have and status == 206:
+            start, total = _content_range(response.headers.get("Content-Range"))
+            if start != have:  # not the part asked for: start again from scratch
+                if not _retry:
+                    raise MemreadError(f"could not fetch {url}: the server sent bytes from {start}, asked for {have}")
+                response.close()
+                _discard(part)
+                return _fetch(url, part, timeout, _retry=False)
+            mode = "ab"
+        else:  # a fresh download (or the server ignored Range, or the file changed): from the start
+            length = response.headers.get("Content-Length")
+            total = int(length) if length is not None and length.isdigit() else None
+            have, mode = 0, "wb"
+            _meta_path(part).write_text(json.dumps({"url": url, "total": total,
+                                                    "validator": _validator(response.headers)}), encoding="utf-8")
+        with open(part, mode) as f, _progress(total, have, part.name.removesuffix(".part")) as bar:
             try:
-                data = tar.extractfile(found[0]).read()
+                while True:
+                    chunk = response.read(CHUNK)
+                    if not chunk:
+                        break
+                    f.write(chunk)
+                    bar.update(len(chunk))
+            except (http.client.HTTPException, ConnectionError, TimeoutError):
+                pass  # the connection broke: what arrived is kept, and reported below
+    got = part.stat().st_size
+    if total is not None and got < total:
+        kept = f"; the {got:,} bytes received are kept in {part}: run the command again to continue" if got else ""
+        raise MemreadError(f"could not fetch {url}: the connection closed after {got:,} of {total:,} bytes{kept}")
+
+
+# ----------------------------------------------------------------------------- reading archives
+
+
+def _corrupt(url: str, e: BaseException, where: str = "") -> MemreadError:
+    at = f" at {where}" if where else ""
+    return MemreadError(f"{url}: the archive is truncated or corrupt{at} ({type(e).__name__}: {e}); "
+                        f"nothing was written")
+
+
+def _iter_archive(url: str, path: Path) -> Iterator[tuple[str, Callable]]:
+    """``(member name, open it)`` for every regular file of a zip or tar (gz, bz2, xz) archive, in order."""
+    with open(path, "rb") as f:
+        head = f.read(24)
+    if head[:4] in (b"PK\x03\x04", b"PK\x05\x06"):
+        try:
+            zf = zipfile.ZipFile(path)
+        except _CORRUPT as e:
+            raise _corrupt(url, e) from None
+        with zf:
+            for info in zf.infolist():
+                if not info.is_dir():
+                    yield info.filename, (lambda info=info: zf.open(info))
+        return
+    try:
+        tar = tarfile.open(path, "r:*")
+    except tarfile.ReadError:
+        raise MemreadError(f"{url}: not a zip or tar archive (nor a gzip, bzip2 or xz one); it begins {head!r}; "
+                           f"nothing was written") from None
+    except _CORRUPT as e:
+        raise _corrupt(url, e) from None
+    with tar:
+        while True:
+            try:
+                member = tar.next()
             except _CORRUPT as e:
-                raise MemreadError(f"{url}: the archive is truncated or corrupt at {found[0].name} "
-                                   f"({type(e).__name__}: {e}); nothing was written") from None
-            digest = hashlib.md5(data).hexdigest()
-            if verify and digest != spec.md5[filename]:
-                raise MemreadError(
-                    f"{url}: {suffix} has MD5 {digest}, expected {spec.md5[filename]}; "
-                    f"nothing was written (use --no-verify to accept it anyway)"
-                )
-            (into / filename).write_bytes(data)
+                raise _corrupt(url, e) from None
+            if member is None:
+                return
+            if member.isfile():  # links, devices and folders are never written
+                yield member.name, (lambda member=member: tar.extractfile(member))
+
+
+def _clean(name: str) -> str:
+    name = name.replace("\\", "/")
+    while name.startswith("./"):
+        name = name[2:]
+    return name.lstrip("/")
+
+
+def _ignored(name: str) -> bool:
+    return name.startswith("__MACOSX/") or name.rsplit("/", 1)[-1].startswith("._")
+
+
+def _is(name: str, source: str) -> bool:
+    return name == source or name.endswith("/" + source)
+
+
+def _below(name: str, source: str) -> str | None:
+    """The part of ``name`` below folder ``source`` (at any depth), or None."""
+    if name.startswith(source + "/"):
+        return name[len(source) + 1:]
+    i = name.find("/" + source + "/")
+    return name[i + len(source) + 2:] if i >= 0 else None
+
+
+def _safe(rel: str) -> bool:
+    parts = rel.split("/")
+    return all(p not in ("", ".", "..") and "\x00" not in p for p in parts)
+
+
+def _copy(url: str, name: str, opener: Callable, dest: Path, compress: bool = False) -> str:
+    """Stream one member into ``dest`` (gzipped when ``compress``); the sha256 of its bytes."""
+    sha = hashlib.sha256()
+    try:
+        src = opener()
+    except _CORRUPT as e:
+        raise _corrupt(url, e, name) from None
+    with src, open(dest, "wb") as raw:
+        out = gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0, compresslevel=9) if compress else raw
+        try:
+            while True:
+                try:
+                    chunk = src.read(CHUNK)
+                except _CORRUPT as e:
+                    raise _corrupt(url, e, name) from None
+                if not chunk:
+                    break
+                sha.update(chunk)
+                out.write(chunk)
+        finally:
+            if compress:
+                out.close()
+    return sha.hexdigest()
+
+
+class _Hashing:
+    def __init__(self, out):
+        self.out, self.sha = out, hashlib.sha256()
+
+    def write(self, data: bytes) -> int:
+        self.sha.update(data)
+        return self.out.write(data)
+
+
+def _repack(files: Path, top: str, dest: Path) -> str:
+    """The files under ``files`` as ``dest`` (tar.gz) with names ``top/...``, deterministically: folders
+    and files sorted by name, mtime 0, owner 0, folders 0755 and files 0644, GNU format, gzip -9 -n.
+    Returns the sha256 of the uncompressed tar."""
+    entries: dict[str, Path | None] = {top: None}
+    for p in files.rglob("*"):
+        if p.is_file():
+            rel = p.relative_to(files).as_posix()
+            entries[f"{top}/{rel}"] = p
+            parts = rel.split("/")
+            for i in range(1, len(parts)):
+                entries.setdefault(f"{top}/{'/'.join(parts[:i])}", None)
+    with open(dest, "wb") as raw, gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0, compresslevel=9) as gz:
+        out = _Hashing(gz)
+        with tarfile.open(fileobj=out, mode="w|", format=tarfile.GNU_FORMAT) as tar:
+            for name in sorted(entries):
+                info = tarfile.TarInfo(name)
+                info.mtime, info.uid, info.gid, info.uname, info.gname = 0, 0, 0, "", ""
+                path = entries[name]
+                if path is None:
+                    info.type, info.mode = tarfile.DIRTYPE, 0o755
+                    tar.addfile(info)
+                else:
+                    info.mode, info.size = 0o644, path.stat().st_size
+                    with open(path, "rb") as f:
+                        tar.addfile(info, f)
+    return out.sha.hexdigest()
+
+
+# ----------------------------------------------------------------------------- structure checks
+# each reads one extracted file and returns its number of records, or raises MemreadError
+
+
+def _lines(path: Path):
+    from memread.data.text import read_lines
+
+    return read_lines(path)
+
+
+def check_wikitext(path: Path) -> int:
+    from memread.data.ptb import EOS
+    from memread.data.wikitext import is_article_title
+
+    n, first = 0, None
+    for n, line in _lines(path):
+        if first is None and line.strip():
+            first = line
+            if not is_article_title(line):
+                raise MemreadError(f"{path.name}:{n}: expected an article title '= Title =', got {line[:40]!r}")
+        if EOS in line.split():
+            raise MemreadError(f"{path.name}:{n}: literal {EOS} inside a line")
+    if first is None:
+        raise MemreadError(f"{path.name}: no text")
+    return n
+
+
+def check_snli(path: Path) -> int:
+    from memread.data.snli import NO_LABEL, SNLI_LABELS
+
+    n = 0
+    for lineno, line in _lines(path):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise MemreadError(f"{path.name}:{lineno}: invalid JSON ({e.msg})") from None
+        if not isinstance(record, dict) or record.get("gold_label") not in (*SNLI_LABELS, NO_LABEL) \
+                or not isinstance(record.get("sentence1"), str) or not isinstance(record.get("sentence2"), str):
+            raise MemreadError(f"{path.name}:{lineno}: not an SNLI record (gold_label, sentence1, sentence2)")
+        n += 1
+    return n
+
+
+def check_glove(path: Path, dim: int = 50) -> int:
+    n = 0
+    for n, line in _lines(path):
+        fields = line.rstrip().split(" ")
+        if len(fields) != dim + 1:
+            raise MemreadError(f"{path.name}:{n}: {len(fields) - 1} numbers after the word, expected {dim}")
+        if n <= 1000:
+            try:
+                [float(x) for x in fields[1:]]
+            except ValueError:
+                raise MemreadError(f"{path.name}:{n}: not a number among the {dim} values") from None
+    return n
+
+
+def check_babi(path: Path) -> int:
+    from memread.data.babi import read_babi
+
+    return len(read_babi(path, max_sentences=1))  # one sentence of context each: little memory
+
+
+def check_cbt(path: Path, context_lines: int = 20) -> int:
+    """CBT questions, streamed (memread.data.cbt.read_cbt's rules, without keeping the questions)."""
+    from memread.data.cbt import BLANK, BOOK_TITLE
+
+    questions, context = 0, 0
+    for lineno, line in _lines(path):
+        if line.startswith(BOOK_TITLE) and not context:
+            continue
+        if not line.strip():
+            if context:
+                raise MemreadError(f"{path.name}:{lineno}: blank line inside a question")
+            continue
+        number, _, text = line.partition(" ")
+        if not number.isdigit() or int(number) != context + 1:
+            raise MemreadError(f"{path.name}:{lineno}: expected line number {context + 1}, got {line[:40]!r}")
+        if "\t" not in text:
+            context += 1
+            continue
+        fields = text.split("\t")
+        if len(fields) != 4 or fields[2] != "" or BLANK not in fields[0].split() \
+                or not fields[1] or fields[1] not in fields[3].split("|"):
+            raise MemreadError(f"{path.name}:{lineno}: not a CBT query line 'N query<TAB>answer<TAB><TAB>c1|c2|...'")
+        if context != context_lines:
+            raise MemreadError(f"{path.name}:{lineno}: {context} context lines, expected {context_lines}")
+        questions, context = questions + 1, 0
+    if context:
+        raise MemreadError(f"{path.name}: ends inside a question")
+    return questions
+
+
+def check_cbt_books(path: Path) -> int:
+    from memread.data.cbt import BOOK_TITLE
+
+    books = 0
+    for lineno, line in _lines(path):
+        if lineno == 1 and not line.startswith(BOOK_TITLE):
+            raise MemreadError(f"{path.name}:1: expected a '{BOOK_TITLE} : name' line, got {line[:40]!r}")
+        books += line.startswith(BOOK_TITLE)
+    if not books:
+        raise MemreadError(f"{path.name}: empty")
+    return books
+
+
+def check_rc_question(path: Path) -> int:
+    from memread.data.cnn import read_question
+
+    read_question(path)
+    return 1
+
+
+_UNITS = {"babi": "questions", "cbt": "questions", "cbt-books": "books"}  # what a check counts (else lines)
+CHECKS: dict[str, Callable[[Path], int]] = {
+    "wikitext": check_wikitext, "snli": check_snli, "glove": check_glove, "babi": check_babi, "cbt": check_cbt,
+    "cbt-books": check_cbt_books, "rc-question": check_rc_question,
+}
+
+
+# ----------------------------------------------------------------------------- extracting and checking
+
+
+def _extract(url: str, archive: Path, spec: Dataset, verify: bool, staged: Path, work: Path) -> None:
+    """Every member of ``spec`` taken from ``archive`` into ``staged`` (as the dataset folder lays it out)
+    and checked; ``work`` is scratch space for members that are repacked."""
+    files = [m for m in spec.members if m.kind == "file"]
+    groups = [m for m in spec.members if m.kind in ("tree", "tar")]
+    for m in groups:
+        (staged / m.path if m.kind == "tree" else work / m.path).mkdir(parents=True, exist_ok=True)
+    taken: dict[str, str] = {}  # member path -> archive name
+    digests: dict[str, str] = {}
+    counts: dict[str, int] = {m.path: 0 for m in groups}
+    for raw_name, opener in _iter_archive(url, archive):
+        name = _clean(raw_name)
+        if _ignored(name):
+            continue
+        member = next((m for m in files if _is(name, m.source)), None)
+        copied = None  # where this member's bytes already are, as they are in the archive
+        if member is not None:
+            if member.path in taken:
+                raise MemreadError(f"{url}: two members match {member.source!r} ({taken[member.path]}, {name}); "
+                                   f"nothing was written")
+            taken[member.path] = name
+            dest = staged / member.written()
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            digests[member.path] = _copy(url, name, opener, dest, compress=member.gzip)
+            copied = None if member.gzip else dest
+        for m in groups:  # (a member may also go into a folder or a repacked tar: aclImdb's README)
+            rel = _below(name, m.source)
+            if rel is None or not _safe(rel) or not re.fullmatch(m.pattern, rel) or (m.kind == "tree" and "/" in rel):
+                continue
+            dest = (staged if m.kind == "tree" else work) / m.path / rel
+            if dest.exists():
+                raise MemreadError(f"{url}: {name} appears twice in the archive; nothing was written")
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            if copied is not None:  # not read from the archive twice (a gzip stream cannot seek back cheaply)
+                shutil.copyfile(copied, dest)
+            else:
+                _copy(url, name, opener, dest)
+            counts[m.path] += 1
+            break
+    for m in spec.members:
+        if m.kind == "file" and m.path not in taken and not m.optional:
+            raise MemreadError(f"{url}: archive has no member {m.source!r}; nothing was written")
+        if m.kind != "file" and not counts[m.path]:
+            raise MemreadError(f"{url}: archive has no member {m.source}/<{m.pattern}>; nothing was written")
+    for m in groups:
+        if m.kind == "tar":
+            digests[m.path] = _repack(work / m.path, m.source.rsplit("/", 1)[-1], staged / m.path)
+    if verify:
+        for m in spec.members:
+            _verify(url, m, staged, digests, counts)
+
+
+def _where(e: MemreadError, path: Path, source: str) -> str:
+    """A check's message about an extracted file, naming the archive member instead."""
+    msg = str(e)
+    if str(path) in msg:
+        return msg.replace(str(path), source)
+    return source + msg[len(path.name):] if msg.startswith(path.name) else f"{source}: {msg}"
+
+
+def _verify(url: str, m: Member, staged: Path, digests: dict[str, str], counts: dict[str, int]) -> None:
+    def refuse(what: str) -> MemreadError:
+        return MemreadError(f"{url}: {what}; nothing was written (use --no-verify to accept it anyway)")
+
+    if m.kind == "file" and m.path not in digests:  # an optional member the archive lacks
+        return
+    if m.sha256 is not None:
+        if digests[m.path] != m.sha256:
+            raise refuse(f"{m.source} has sha256 {digests[m.path]}, expected {m.sha256}")
+        return
+    check = CHECKS[m.check] if m.check else None
+    if m.kind == "tree":
+        n = counts[m.path]
+        if check is not None:
+            for path in sorted((staged / m.path).iterdir()):
+                try:
+                    check(path)
+                except MemreadError as e:
+                    raise refuse(_where(e, path, f"{m.source}/{path.name}")) from None
+    elif check is not None:
+        path = staged / m.written()
+        try:
+            n = check(path)
+        except MemreadError as e:
+            raise refuse(_where(e, path, m.source)) from None
+    else:
+        return
+    if m.count is not None and n != m.count:
+        unit = "files" if m.kind == "tree" else _UNITS.get(m.check, "lines")
+        raise refuse(f"{m.source} has {n:,} {unit}, expected {m.count:,}")
+
+
+# ----------------------------------------------------------------------------- what is there
+
+
+def _files_in(folder: Path, pattern: str) -> int:
+    try:
+        return sum(1 for e in os.scandir(folder) if e.is_file() and re.fullmatch(pattern, e.name))
+    except OSError:
+        return 0
+
+
+def _present(target: Path, m: Member) -> bool:
+    if m.kind == "tree":
+        n = _files_in(target / m.path, m.pattern)
+        return n >= m.count if m.count is not None else n > 0
+    return (target / m.path).is_file() or (target / (m.path + ".gz")).is_file()
+
+
+def _label(target: Path, m: Member) -> str:
+    if m.kind == "tree" and m.count is not None:
+        n = _files_in(target / m.path, m.pattern)
+        if n:
+            return f"{m.path}/ ({n:,} of {m.count:,} files)"
+        return m.path + "/"
+    return m.path
+
+
+def status(spec: Dataset, root: Path) -> dict:
+    """Whether ``spec`` is in the data root: ``complete`` / ``partial`` / ``missing``, and which files."""
+    target = Path(root) / spec.folder
+    present = [m.path for m in spec.required if _present(target, m)]
+    missing = [_label(target, m) for m in spec.required if not _present(target, m)]
+    some = present or any(m.kind == "tree" and _files_in(target / m.path, m.pattern) for m in spec.required)
+    state = "complete" if not missing else ("partial" if some else "missing")
+    return {"state": state, "present": present, "missing": missing}
+
+
+def size_text(n: int) -> str:
+    if n <= 0:
+        return "n/a"
+    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("KB", 1e3)):
+        if n >= scale:
+            return f"{n / scale:.1f} {unit}"
+    return f"{n} B"
+
+
+def listing(root: Path) -> list[dict]:
+    """One record per dataset: where it goes, whether it is there, its download, checksums and licence."""
+    rows = []
+    for spec in DATASETS.values():
+        st = status(spec, root)
+        pinned, files = spec.pinned()
+        rows.append({
+            "name": spec.name, "folder": spec.folder, "title": spec.title, "status": st["state"],
+            "present": st["present"], "missing": st["missing"],
+            "downloadable": not spec.manual, "url": spec.url, "archive": spec.archive,
+            "download_bytes": spec.size, "download_size": size_text(spec.size),
+            "checksums": {"pinned": pinned, "files": files}, "license": spec.license, "note": spec.note,
+            **({"manual": spec.manual} if spec.manual else {}),
+            **({"extracted": spec.extracted} if spec.extracted else {}),
+        })
+    return rows
+
+
+def format_listing(rows: list[dict], root: Path) -> str:
+    def state(r: dict) -> str:
+        if r["status"] != "partial":
+            return r["status"]
+        shown = r["missing"][:3]
+        more = f" (+{len(r['missing']) - 3} more)" if len(r["missing"]) > 3 else ""
+        return f"partial, missing {', '.join(shown)}{more}"
+
+    table = [("dataset", "folder", "in the data root", "download", "checksums", "licence")]
+    for r in rows:
+        download = f"~{r['download_size']}" if r["downloadable"] else "none: needs Moses (see below)"
+        sums = f"{r['checksums']['pinned']}/{r['checksums']['files']} pinned"
+        table.append((r["name"], r["folder"] + "/", state(r), download, sums, r["license"]))
+    widths = [max(len(row[i]) for row in table) for i in range(len(table[0]) - 1)]
+    lines = [f"data root: {root}"]
+    lines += ["  ".join(c.ljust(w) for c, w in zip(row, widths)) + "  " + row[-1] for row in table]
+    for r in rows:
+        if not r["downloadable"]:
+            lines.append(f"{r['name']}: no download: {r['manual']}")
+    lines.append("unpinned files are checked by their structure and record counts; "
+                 "`memread data list --json` has the details")
+    return "\n".join(lines)
+
+
+# ----------------------------------------------------------------------------- download
 
 
 def _make_dirs(path: Path) -> list[Path]:
@@ -110,7 +626,7 @@ def _make_dirs(path: Path) -> list[Path]:
         path.mkdir(parents=True, exist_ok=True)
     except OSError as e:
         _remove_empty(missing[::-1])
-        raise MemreadError(f"cannot create the data root {path}: {e.strerror or e}") from None
+        raise MemreadError(f"cannot create {path}: {e.strerror or e}") from None
     return missing[::-1]
 
 
@@ -122,53 +638,77 @@ def _remove_empty(folders: list[Path]) -> None:
             pass
 
 
-def download(name: str, root: Path, url: str | None = None, verify: bool = True) -> Path:
-    """Fetch dataset ``name`` into ``root/name``; returns that folder. Existing files are kept.
+def _staged_files(staged: Path, spec: Dataset) -> list[tuple[Path, Member, Path]]:
+    """(staged file, its member, its path relative to the dataset folder), in catalog order."""
+    out = []
+    for m in spec.members:
+        if m.kind == "tree":
+            out += [(f, m, Path(m.path) / f.name) for f in sorted((staged / m.path).iterdir())]
+        elif (staged / m.written()).is_file():
+            out.append((staged / m.written(), m, Path(m.written())))
+    return out
 
-    The archive is fetched and every file checked in a temporary folder beside the target
-    (``root/.NAME.download-XXXX``); the target folder is created and the files moved into it only
-    when all of them are good. On any failure, an interrupt included, the data root is left as it was.
+
+def download(name: str, root: Path, url: str | None = None, verify: bool = True) -> Path:
+    """Fetch dataset ``name`` into ``root/<its folder>``; returns that folder. Existing files are kept.
+
+    The archive is fetched into ``root/.downloads/`` (continuing a partial download), and every file is
+    extracted and checked in a temporary folder beside the target (``root/.NAME.download-XXXX``); the
+    dataset folder is created and the files moved into it only when all of them are good. On any failure,
+    an interrupt included, the data root's datasets are left as they were (a partial archive is kept in
+    ``.downloads/`` to be continued).
     """
     if name not in DATASETS:
-        raise MemreadError(f"no download for {name!r}; available: {', '.join(sorted(DATASETS))}")
+        raise MemreadError(f"no download for {name!r}; available: {', '.join(DATASETS)}")
     spec = DATASETS[name]
+    if spec.manual:
+        raise MemreadError(f"{name}: no download: {spec.manual}")
     root = Path(root)
-    target = root / name
-
-    def present(f: str) -> bool:
-        return (target / f).is_file() or (target / (f + ".gz")).is_file()
-
-    if all(present(f) for f in spec.files):
+    target = root / spec.folder
+    if all(_present(target, m) for m in spec.required):
         return target
-    url = url or spec.url
-    created: list[Path] = []  # folders this call made (data root, target), removed again on failure
+    url = archive_url(spec, url)
+    part = root / DOWNLOADS / f"{spec.name}-{spec.archive}.part"
+    created: list[Path] = []  # folders this call made (data root, .downloads, target, ...), removed on failure
     moved: list[Path] = []  # files this call put into the target, removed again on failure
     tmp: Path | None = None
+    keep_archive = False  # a failed run keeps what was fetched only when it is worth continuing or reusing
     try:
-        created += _make_dirs(root)
+        created += _make_dirs(part.parent)
         tmp = Path(tempfile.mkdtemp(dir=root, prefix=f".{name}.download-"))
-        archive = tmp / "archive"
-        _fetch(url, archive)
-        staged = tmp / "files"
+        try:
+            _fetch(url, part)
+        except BaseException:
+            keep_archive = part.is_file() and part.stat().st_size > 0 and bool(_read_meta(part))
+            raise
+        keep_archive = True  # complete: an interrupt from here on keeps it for the next run
+        staged, work = tmp / "files", tmp / "work"
         staged.mkdir()
-        _extract(url, archive, spec, verify, staged)
-        if not target.exists():
-            target.mkdir()
-            created.append(target)
-        for filename in spec.files:  # every file checked before any is moved into place
-            if present(filename):  # a file already there is kept as it is
-                continue
-            os.replace(staged / filename, target / filename)
-            moved.append(target / filename)
+        work.mkdir()
+        try:
+            _extract(url, part, spec, verify, staged, work)
+        except MemreadError:
+            keep_archive = False  # a bad archive: fetch it again next time
+            raise
+        shutil.rmtree(work)
+        for src, member, rel in _staged_files(staged, spec):  # every file checked before any is moved
+            dest = target / rel
+            if member.kind == "tree" and dest.exists() or member.kind != "tree" and _present(target, member):
+                continue  # a file already there is kept as it is
+            created += _make_dirs(dest.parent)
+            os.replace(src, dest)
+            moved.append(dest)
+        keep_archive = False
     except BaseException:
         for path in moved:
             path.unlink(missing_ok=True)
-        if tmp is not None:
-            shutil.rmtree(tmp, ignore_errors=True)
-            tmp = None
-        _remove_empty(created)
         raise
     finally:
         if tmp is not None:
             shutil.rmtree(tmp, ignore_errors=True)
+        if not keep_archive:
+            _discard(part)
+        _remove_empty(created)
+        if not keep_archive:
+            _remove_empty([part.parent])  # .downloads, when nothing else waits there
     return target
