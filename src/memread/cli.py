@@ -3,10 +3,13 @@
     memread quickstart                      train a memoryless baseline and a memory reader on built-in stories
     memread train CONFIG [--set k=v ...]    train an experiment (TOML under configs/)
     memread train --resume RUN_DIR          continue a stopped or killed run exactly
+    memread train CONFIG --nproc N          the same with N processes (torchrun, DDP); --device cuda for GPUs
     memread eval RUN_DIR [--split test]     metrics of the best checkpoint
+    memread export RUN_DIR OUT              the run as one model archive (safetensors weights, config, vocabulary)
+    memread predict RUN_OR_ARCHIVE [FILE]   JSON lines in (the task's record format), JSON lines out
     memread bench READER [--batch ...]      training tokens/s against torch's fused nn.LSTM
     memread attend RUN_DIR "a sentence"     PNG of which earlier words each word attended to
-    memread data download ptb               fetch and lay out a public dataset
+    memread data download NAME              fetch and lay out a public dataset (memread data list: what is there)
     memread data stories OUT_DIR            write the built-in stories (CBT format and LM text)
     memread data cloze BOOKS... --out DIR   CBT-recipe cloze questions from raw books, split by book
     memread bench iaa [--set k=v ...]       training tokens/s of the IAA reader against the AS Reader
@@ -19,7 +22,8 @@
     memread translate RUN_DIR < SOURCE      translate tokenized sentences (one a line) with a translation run
     memread bleu RUN_DIR [--split test]     decode a split, print corpus BLEU with sacrebleu's signature
 
-Errors caused by input print one line ``memread: error: ...`` and exit with status 2.
+Errors caused by input (or met on the run folder and the data root) print one line ``memread: error: ...``
+and exit with status 2; ``memread --debug`` (or ``MEMREAD_DEBUG=1``) shows the traceback instead.
 """
 
 from __future__ import annotations
