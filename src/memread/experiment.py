@@ -11,7 +11,7 @@ import json
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import torch
 
@@ -69,12 +69,24 @@ FIXED_ON_RESUME = ("optimizer", "batch_size", "seed", "betas", "momentum", "weig
 ANY_ON_RESUME = ("train.device", "train.progress", "train.tensorboard")
 
 
-def _lock(run_dir: Path) -> RunLock:
-    try:
-        run_dir.mkdir(parents=True, exist_ok=True)
-    except OSError as e:
-        raise MemreadError(os_error_line(e, run_dir)) from None
-    return RunLock(run_dir).acquire()
+def _locked(run_dir: Path, work: Callable[[], None], where: Placement) -> RunLock | None:
+    """On the main process: take ``run_dir``'s writer lock and do ``work`` under it (the lock is given back if
+    ``work`` fails); the other processes of a torchrun job wait, and fail with it. The lock (main) or None."""
+
+    def take() -> RunLock:
+        try:
+            run_dir.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise MemreadError(os_error_line(e, run_dir)) from None
+        lock = RunLock(run_dir).acquire()
+        try:
+            work()
+            return lock
+        except BaseException:
+            lock.release()
+            raise
+
+    return on_main(take, where)
 
 
 def _write_new_run(cfg: ExperimentConfig, run_dir: Path, task: Task) -> None:
@@ -98,20 +110,14 @@ def start_run(cfg: ExperimentConfig, run_dir: Path, data_root: Path, where: Plac
         task.batches(split, 1)
     model = build_model(cfg, task)
 
-    def prepare() -> RunLock:  # process 0 alone writes the run directory
-        lock = _lock(run_dir)
-        try:
-            if (run_dir / "checkpoint_last.pt").exists():  # written while we read the data
-                raise MemreadError(f"{run_dir}: already holds a run; continue it with --resume, or choose another --run-dir")
-            if (run_dir / "config.json").exists():
-                print(f"{run_dir}: its run wrote no checkpoint yet; starting it again", file=sys.stderr)
-            _write_new_run(cfg, run_dir, task)
-            return lock
-        except BaseException:
-            lock.release()
-            raise
+    def prepare() -> None:
+        if (run_dir / "checkpoint_last.pt").exists():  # written while we read the data
+            raise MemreadError(f"{run_dir}: already holds a run; continue it with --resume, or choose another --run-dir")
+        if (run_dir / "config.json").exists():
+            print(f"{run_dir}: its run wrote no checkpoint yet; starting it again", file=sys.stderr)
+        _write_new_run(cfg, run_dir, task)
 
-    lock = on_main(prepare, where)
+    lock = _locked(run_dir, prepare, where)
     return Trainer(cfg, task, model, run_dir, task.vocab.fingerprint(), lock=lock, where=where)
 
 
@@ -156,37 +162,22 @@ def resume_run(run_dir: Path, data_root: Path, overrides: list[str] = (), where:
         task = build_task(cfg, data_root)
         model = build_model(cfg, task)
 
-        def prepare_new() -> RunLock:
-            lock = _lock(run_dir)
-            try:
-                _write_new_run(cfg, run_dir, task)
-                return lock
-            except BaseException:
-                lock.release()
-                raise
-
-        lock = on_main(prepare_new, where)
+        lock = _locked(run_dir, lambda: _write_new_run(cfg, run_dir, task), where)
         return Trainer(cfg, task, model, run_dir, task.vocab.fingerprint(), lock=lock, where=where)
 
-    def check() -> RunLock:  # process 0 takes the lock and checks; the others fail with it
-        lock = _lock(run_dir)
-        try:
-            vocab = Vocab.load(run_dir / "vocab.json")
-            payload = load_checkpoint(ckpt)
-            # config.json must describe the run that wrote the checkpoint, [train] included; --set names what changes
-            keys = tuple(o.split("=", 1)[0].strip() for o in overrides) + ANY_ON_RESUME
-            check_compatible(payload, read_run_config(run_dir).to_dict(), vocab.fingerprint(), ckpt,
-                             sections=SECTIONS, ignore=keys)
-            loop = payload.get("loop")
-            if not isinstance(loop, dict) or not {"epoch", "global_step", "finished"} <= set(loop):
-                raise MemreadError(f"{ckpt}: not a resumable checkpoint (its 'loop' state is missing or incomplete)")
-            _refuse_unreachable(cfg, loop, overrides, run_dir)
-            return lock
-        except BaseException:
-            lock.release()
-            raise
+    def check() -> None:  # under the lock: the checkpoint fits config.json, and the --set values can take effect
+        vocab = Vocab.load(run_dir / "vocab.json")
+        payload = load_checkpoint(ckpt)
+        # config.json must describe the run that wrote the checkpoint, [train] included; --set names what changes
+        keys = tuple(o.split("=", 1)[0].strip() for o in overrides) + ANY_ON_RESUME
+        check_compatible(payload, read_run_config(run_dir).to_dict(), vocab.fingerprint(), ckpt,
+                         sections=SECTIONS, ignore=keys)
+        loop = payload.get("loop")
+        if not isinstance(loop, dict) or not {"epoch", "global_step", "finished"} <= set(loop):
+            raise MemreadError(f"{ckpt}: not a resumable checkpoint (its 'loop' state is missing or incomplete)")
+        _refuse_unreachable(cfg, loop, overrides, run_dir)
 
-    lock = on_main(check, where)
+    lock = _locked(run_dir, check, where)
     vocab = Vocab.load(run_dir / "vocab.json")
     payload = load_checkpoint(ckpt)
     task = build_task(cfg, data_root, vocab=vocab)
