@@ -459,6 +459,33 @@ def cmd_picture(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_reproduce(args: argparse.Namespace) -> int:
+    """``memread reproduce list [--markdown]``: every table row of the four papers, memread's config and best recorded
+    number for it, and a verdict; ``memread reproduce ROW_ID --seeds N``: train the row's config with seeds 1..N
+    (resuming runs that are there), append valid and test numbers to the results file, print the mean lines."""
+    from memread.tools import reproduce
+
+    if args.target == "list":
+        table, results = reproduce.rows(), reproduce.load_results(reproduce.results_path(args.results))
+        if args.markdown:
+            print(reproduce.render_markdown(table, results), end="")
+        else:
+            print(reproduce.format_listing(table, results))
+        return 0
+    if args.markdown:
+        raise MemreadError("--markdown goes with `memread reproduce list`")
+    try:
+        lines = reproduce.reproduce(args.target, seeds=args.seeds, run_root=args.run_root, overrides=args.set,
+                                    data_root=args.data_root, results=args.results, device=args.device)
+    except KeyboardInterrupt:
+        print("\ninterrupted; the same command resumes its runs", file=sys.stderr)
+        return 130
+    for line in lines:
+        if "seed" not in line:
+            print(json.dumps(line))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     from memread import __version__
     from memread.bench import TOKEN_FLAGS  # torch-free: the token bench's defaults, which bench iaa/fusion check against
@@ -642,6 +669,18 @@ def build_parser() -> argparse.ArgumentParser:
     _add_device(p)
     _add_data_root(p)
     p.set_defaults(func=cmd_picture)
+
+    p = sub.add_parser("reproduce", help="the papers' table rows: list them with our numbers and verdicts, or rerun one")
+    p.add_argument("target", metavar="list|ROW_ID", help="'list': every row; a row id: train its config and record it")
+    p.add_argument("--markdown", action="store_true", help="with list: the markdown of results/REPRODUCTION.md")
+    p.add_argument("--seeds", type=int, default=1, metavar="N", help="train seeds 1..N (default 1)")
+    p.add_argument("--run-root", default="runs/reproduce", help="run directories: RUN_ROOT/ROW_ID/seedS")
+    p.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE", help="override a config value")
+    p.add_argument("--results", default=None,
+                   help="results file to read and append to (default: $MEMREAD_RESULTS, else results/results.jsonl)")
+    _add_device(p, "train.device: ")
+    _add_data_root(p)
+    p.set_defaults(func=cmd_reproduce)
     return parser
 
 

@@ -1,0 +1,316 @@
+"""``memread reproduce``: the table of the four papers' rows, the verdict rule, rerunning a row with several seeds
+(appending to a results file), and ``results/REPRODUCTION.md`` being current."""
+
+from __future__ import annotations
+
+import json
+import re
+import statistics
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from memread import cli
+from memread.config import load_experiment
+from memread.tools import reproduce
+from memread.tools.reproduce import Recorded, Row, best_recorded, render_markdown, verdict
+
+REPO = Path(__file__).parent.parent
+RESULTS = REPO / "results" / "results.jsonl"
+PAPERS_DIR = REPO.parent / "shared" / "papers"
+PAPER_FILES = {"lstmn": "lstmn-cheng-dong-lapata-2016.md", "nse": "nse-munkhdalai-yu-2016.md",
+               "daniluk": "short-attention-spans-daniluk-2017.txt",
+               "sordoni": "iterative-alternating-attention-sordoni-2016.md"}
+METRICS = {"ppl", "accuracy", "map", "mrr", "mse", "bleu"}
+
+
+def recorded() -> list[dict]:
+    return reproduce.load_results(RESULTS)
+
+
+# ----------------------------------------------------------------------------- the table
+
+
+def test_rows_are_well_formed_and_ids_unique():
+    rows = reproduce.rows()
+    ids = [r.id for r in rows]
+    assert len(ids) == len(set(ids))
+    for r in rows:
+        assert r.paper in reproduce.PAPERS and r.id.startswith(f"{r.paper}-"), r.id
+        assert re.fullmatch(r"[a-z0-9-]+", r.id), r.id
+        assert r.metric in METRICS and r.split in ("train", "valid", "test"), r.id
+        assert r.data_missing is None or r.data_missing.startswith("data not available here: "), r.id
+        assert r.stand_in is None or r.data_missing, f"{r.id}: a stand-in is only for rows whose data is missing"
+        assert (r.scale == 100.0) == (r.metric == "accuracy"), r.id
+    for example in ("lstmn-t1-lstmn-3layer", "nse-t2-wikiqa-mma-nse-attention", "daniluk-f2c-kvp"):
+        assert example in ids
+
+
+def test_every_table_row_of_the_four_papers_is_there():
+    """Rows per table = the number of printed result cells (a row per column; a "-" cell is no row)."""
+    counts: dict[tuple[str, str], int] = {}
+    for r in reproduce.rows():
+        counts[r.paper, r.table] = counts.get((r.paper, r.table), 0) + 1
+    assert counts == {
+        ("lstmn", "Table 1"): 8, ("lstmn", "Table 2"): 12 * 2, ("lstmn", "Table 3"): 11,
+        ("nse", "Table 1"): 12 * 2, ("nse", "Table 2"): 7 * 2, ("nse", "Table 3"): 9 * 2, ("nse", "Table 4"): 7 * 4,
+        ("nse", "Table 5"): 3 * 3,
+        ("daniluk", "Figure 2a"): 4 * 4, ("daniluk", "Figure 2b"): 4 * 2, ("daniluk", "Figure 2c"): 9 * 2,
+        ("daniluk", "Figure 2d"): 20 * 4 - 15,
+        ("sordoni", "Table 2"): 9 * 4 - 4, ("sordoni", "Table 3"): 12 * 2,
+    }
+    by_paper = {p: sum(n for (q, _), n in counts.items() if q == p) for p in reproduce.PAPERS}
+    assert by_paper == {"lstmn": 43, "nse": 93, "daniluk": 107, "sordoni": 56}
+
+
+def test_every_paper_value_is_printed_in_its_paper():
+    """Each row's number appears in the paper's text as printed (Figure 2d's fractions are percent here)."""
+    if not PAPERS_DIR.is_dir():
+        pytest.skip(f"papers not found: {PAPERS_DIR}")
+    texts = {p: (PAPERS_DIR / f).read_text(encoding="utf-8") for p, f in PAPER_FILES.items()}
+    for r in reproduce.rows():
+        v = r.paper_value
+        forms = {f"{v:.1f}", f"{v:.2f}", f"{v:.4f}", f"{v:g}"}
+        if r.table == "Figure 2d":
+            forms = {f"{v / 100:.3f}"}  # printed as 0.523
+        assert any(re.search(rf"(?<![\d.]){re.escape(f)}(?!\d)", texts[r.paper]) for f in forms), (r.id, forms)
+
+
+def test_every_config_exists_and_loads():
+    paths = sorted({r.config for r in reproduce.rows() if r.config})
+    assert len(paths) >= 40
+    for path in paths:
+        full = reproduce.config_path(Row("x", "lstmn", "t", "x", "x", "ppl", "test", 1.0, path))
+        assert full.is_file(), path
+        load_experiment(full)
+
+
+def test_every_experiment_named_is_in_results_jsonl():
+    results = recorded()
+    names = {r.get("experiment") for r in results}
+    for r in reproduce.rows():
+        missing = [e for e in r.experiments if e not in names]
+        assert not missing, f"{r.id}: {missing} not in {RESULTS}"
+        if not r.experiments and best_recorded(r, results) is None:
+            assert verdict(r, None) in ("not tested", "data not available"), r.id
+        if r.experiments:
+            assert best_recorded(r, results) is not None, \
+                f"{r.id}: none of {r.experiments} records {r.metric} ({r.split})"
+
+
+def test_rows_without_data_say_what_is_missing():
+    rows = {r.id: r for r in reproduce.rows()}
+    assert "SNLI train" in rows["nse-t1-snli-nse"].data_missing
+    assert "IWSLT14 train" in rows["nse-t5-iwslt14-nse-nse"].data_missing
+    assert "Tang" in rows["nse-t4-imdb-nse-nse"].data_missing
+    assert "CBT" in rows["sordoni-t2-cbt-ne-iaa"].data_missing and "CNN" in rows["sordoni-t3-cnn-iaa"].data_missing
+    assert "WikiText train" in rows["daniluk-f2c-kvp"].data_missing
+    for rid in ("lstmn-t1-lstmn-3layer", "nse-t2-wikiqa-mma-nse-attention", "lstmn-t2-sst-fine-lstmn"):
+        assert rows[rid].data_missing is None
+
+
+# ----------------------------------------------------------------------------- verdicts and best numbers
+
+ACC = Row("t-acc", "lstmn", "T", "m", "d", "accuracy", "test", 80.0, scale=100.0)
+PPL = Row("t-ppl", "lstmn", "T", "m", "d", "ppl", "test", 100.0)
+
+
+def rec(value: float, std: float | None = None) -> Recorded:
+    return Recorded("e", value, std, (1, 2, 3) if std is not None else (1,), "abc", "1 epoch", "d")
+
+
+def test_the_verdict_rule():
+    assert verdict(ACC, None) == "not tested"
+    assert verdict(replace(ACC, data_missing="data not available here: x"), rec(99.0)) == "data not available"
+    assert verdict(ACC, rec(80.0)) == verdict(ACC, rec(85.0)) == "holds"
+    assert verdict(ACC, rec(79.5, std=0.6)) == "within noise"
+    assert verdict(ACC, rec(79.5, std=0.4)) == "does not hold"
+    assert verdict(ACC, rec(79.99)) == "does not hold"  # one seed: no noise band
+    assert verdict(PPL, rec(99.0)) == "holds" and verdict(PPL, rec(101.0, std=2.0)) == "within noise"
+    assert verdict(PPL, rec(110.0, std=2.0)) == "does not hold"
+
+
+def test_best_recorded_picks_the_best_line_of_the_row():
+    row = replace(PPL, experiments=("a", "b"))
+    lines = [
+        {"experiment": "a", "split": "test", "metric": "ppl", "value": 120.0, "commit": "c1", "command": "x"},
+        {"experiment": "b", "split": "test", "metric": "ppl", "value": 110.0, "commit": "c2", "seeds": [1, 2],
+         "per_seed": [109.0, 111.0], "budget": "2 epochs"},
+        {"experiment": "b", "split": "valid", "metric": "ppl", "value": 90.0},  # another split
+        {"experiment": "b", "split": "test", "metric": "nll", "value": 1.0},  # another metric
+        {"experiment": "b", "split": "test", "metric": "ppl", "value": 100.0, "seed": 1},  # one seed of a mean line
+        {"experiment": "z", "split": "test", "metric": "ppl", "value": 50.0},  # not the row's
+    ]
+    best = best_recorded(row, lines, [row])
+    assert (best.experiment, best.value, best.commit, best.seeds, best.budget) == ("b", 110.0, "c2", (1, 2), "2 epochs")
+    assert best.std == pytest.approx(statistics.stdev([109.0, 111.0]))
+    assert best_recorded(row, lines[:1], [row]).value == 120.0
+    acc = replace(ACC, experiments=("a",))
+    two = [{"experiment": "a", "split": "test", "metric": "accuracy", "value": v} for v in (70.0, 75.0, 72.0)]
+    assert best_recorded(acc, two, [acc]).value == 75.0  # higher is better for accuracy
+    # lines appended under the row's own id count; dataset_match narrows only the named experiments
+    own = {"experiment": "t-ppl", "split": "test", "metric": "ppl", "value": 105.0, "dataset": "d"}
+    narrowed = replace(row, dataset_match="cloze NE ")
+    assert best_recorded(narrowed, [*lines, own], [narrowed]).value == 105.0
+    assert best_recorded(narrowed, lines, [narrowed]) is None
+
+
+# ----------------------------------------------------------------------------- memread reproduce ROW_ID
+
+TINY = """
+[data]
+name = "stories-text"
+stories = 300
+bptt = 12
+[head]
+name = "lm"
+emb = 24
+[reader]
+name = "lstm"
+hidden = 32
+[train]
+optimizer = "sgd"
+lr = 0.5
+batch_size = 8
+epochs = 1
+log_every = 5
+progress = false
+"""
+
+
+@pytest.fixture
+def tiny(tmp_path, monkeypatch):
+    """Two test-only rows (test and valid perplexity of one tiny built-in-data config) added to the table, a
+    temporary results file (``MEMREAD_RESULTS``) and run root."""
+    monkeypatch.setenv("MEMREAD_DATA", str(tmp_path))  # the built-in stories need no data
+    monkeypatch.setenv("MEMREAD_RESULTS", str(tmp_path / "results.jsonl"))
+    monkeypatch.delenv("MEMREAD_DEBUG", raising=False)
+    config = tmp_path / "tiny.toml"
+    config.write_text(TINY)
+    test_row = Row("lstmn-test-tiny", "lstmn", "Test table", "tiny LSTM LM", "stories", "ppl", "test", 100.0,
+                   str(config))
+    valid_row = replace(test_row, id="lstmn-test-tiny-dev", split="valid", paper_value=90.0)
+    monkeypatch.setattr(reproduce, "ROWS", [*reproduce.ROWS, test_row, valid_row])
+    return tmp_path, test_row, valid_row
+
+
+def run_cli(capsys, *argv: str) -> tuple[int, str, str]:
+    capsys.readouterr()
+    code = cli.main(list(argv))
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def final_ppl(run_dir: Path, split: str) -> float:
+    return json.loads((run_dir / "final.json").read_text())[split]["ppl"]
+
+
+def test_reproduce_two_seeds_appends_the_mean_and_each_seed(tiny, capsys):
+    tmp, row, dev = tiny
+    runs = tmp / "runs"
+    code, out, err = run_cli(capsys, "reproduce", row.id, "--seeds", "2", "--run-root", str(runs),
+                             "--set", "train.max_steps=3")
+    assert code == 0, err
+    lines = reproduce.load_results(tmp / "results.jsonl")
+    assert len(lines) == 2 * 3  # valid and test: the mean line, then one line per seed
+    assert [(r["split"], r.get("seed")) for r in lines] == [("valid", None), ("valid", 1), ("valid", 2),
+                                                            ("test", None), ("test", 1), ("test", 2)]
+    seed_dirs = {s: runs / row.id / f"seed{s}" for s in (1, 2)}
+    commit = reproduce.git_commit()
+    for split, paper in (("valid", 90.0), ("test", 100.0)):
+        mean, one, two = (r for r in lines if r["split"] == split)
+        values = [final_ppl(seed_dirs[s], split) for s in (1, 2)]
+        assert values[0] != values[1]  # the seeds differ
+        assert mean["experiment"] == one["experiment"] == row.id and mean["metric"] == "ppl"
+        assert mean["value"] == pytest.approx(statistics.fmean(values), abs=1e-4)
+        assert mean["std"] == pytest.approx(statistics.stdev(values), abs=1e-4)
+        assert mean["seeds"] == [1, 2] and mean["per_seed"] == pytest.approx(values, abs=1e-4)
+        assert (one["seeds"], one["value"]) == ([1], pytest.approx(values[0], abs=1e-4))
+        assert (two["seeds"], two["value"]) == ([2], pytest.approx(values[1], abs=1e-4))
+        assert mean["paper_value"] == one["paper_value"] == paper  # the sibling row's paper value on valid
+        assert mean["commit"] == commit
+        assert mean["command"].startswith(f"memread reproduce {row.id} --seeds 2")
+        assert "--set train.seed=2" in two["command"] and "train.max_steps=3" in two["command"]
+        assert isinstance(mean["wall_s"], float) and "3 steps" in mean["budget"]
+    printed = [json.loads(x) for x in out.splitlines()]
+    assert printed == [r for r in lines if "seed" not in r]
+    # the table takes them: the mean line, for the row and for its valid sibling
+    best = best_recorded(row, lines)
+    assert (best.experiment, best.seeds) == (row.id, (1, 2)) and best.std is not None
+    assert best_recorded(dev, lines).value == lines[0]["value"]
+    listing = run_cli(capsys, "reproduce", "list")[1]
+    line = next(x for x in listing.splitlines() if x.startswith(row.id + " "))
+    assert f"{best.value:.2f} ± {best.std:.2f} (2 seeds" in line
+
+
+def test_reproduce_resumes_a_killed_run_and_reuses_a_finished_one(tiny, capsys):
+    tmp, row, _ = tiny
+    runs = tmp / "runs"
+    args = ("reproduce", row.id, "--seeds", "2", "--run-root", str(runs))
+    assert run_cli(capsys, *args, "--set", "train.max_steps=3")[0] == 0
+    (runs / row.id / "seed1" / "final.json").unlink()  # killed before its final evaluation
+    code, _, err = run_cli(capsys, *args, "--set", "train.max_steps=5")  # and a larger budget for both
+    assert code == 0, err
+    assert err.count("resuming from checkpoint_last.pt") == 2
+    for s in (1, 2):
+        assert reproduce._loop_state(runs / row.id / f"seed{s}")["global_step"] == 5
+        records = [json.loads(x) for x in (runs / row.id / f"seed{s}" / "metrics.jsonl").read_text().splitlines()]
+        assert [r["step"] for r in records if r["event"] == "valid"] == [3, 5]  # one run, continued from step 3
+    code, _, err = run_cli(capsys, *args, "--set", "train.max_steps=5")
+    assert code == 0 and err.count("finished before; taking its final.json") == 2
+    lines = reproduce.load_results(tmp / "results.jsonl")
+    assert len(lines) == 3 * 6
+    assert [r["value"] for r in lines[-6:]] == [r["value"] for r in lines[-12:-6]]
+    # a run of another model in the folder is refused, nothing appended
+    code, _, err = run_cli(capsys, *args, "--set", "train.max_steps=5", "--set", "reader.hidden=16")
+    assert code == 2 and "holds a run of another config (reader.hidden differs)" in err
+    assert len(reproduce.load_results(tmp / "results.jsonl")) == 18
+
+
+@pytest.mark.parametrize("row_id, says", [
+    ("nse-t1-snli-nse", "data not available here: the full SNLI train split"),
+    ("sordoni-t3-cnn-iaa", "data not available here: the CNN cloze set"),
+    ("lstmn-t1-kn5", "memread has no config for 'KN5'"),
+    ("lstmn-t1-lstmm", "no row 'lstmn-t1-lstmm' (did you mean lstmn-t1-lstm"),
+])
+def test_rows_that_cannot_run_are_refused_in_one_line(tiny, capsys, row_id, says):
+    tmp, _, _ = tiny
+    code, out, err = run_cli(capsys, "reproduce", row_id, "--seeds", "2", "--run-root", str(tmp / "runs"))
+    assert code == 2 and out == ""
+    assert err.count("\n") == 1 and err.startswith("memread: error: ") and says in err
+    assert not (tmp / "results.jsonl").exists() and not (tmp / "runs").exists()
+
+
+# ----------------------------------------------------------------------------- the markdown
+
+
+def test_the_markdown_lists_every_row():
+    rows = reproduce.rows()
+    md = render_markdown(rows, recorded())
+    for r in rows:
+        assert f"| `{r.id}` |" in md, r.id
+    for paper in reproduce.PAPERS:
+        assert f"## {paper}: " in md
+    assert "**Verdict rule**" in md
+    table_lines = [x for x in md.splitlines() if x.startswith("| `")]
+    assert len(table_lines) == len(rows)
+
+
+def test_list_prints_every_row_and_the_markdown(capsys, monkeypatch):
+    monkeypatch.setenv("MEMREAD_RESULTS", str(RESULTS))
+    code, out, _ = run_cli(capsys, "reproduce", "list")
+    assert code == 0
+    first = {x.split()[0] for x in out.splitlines() if x.strip()}
+    assert {r.id for r in reproduce.rows()} <= first
+    assert "holds" in out and "data not available here: the full CBT" in out
+    code, out, _ = run_cli(capsys, "reproduce", "list", "--markdown")
+    assert code == 0 and out == render_markdown(reproduce.rows(), recorded())
+
+
+def test_reproduction_md_is_current():
+    """results/REPRODUCTION.md is render_markdown of results/results.jsonl; regenerate it with
+    ``memread reproduce list --markdown > results/REPRODUCTION.md``."""
+    committed = (REPO / "results" / "REPRODUCTION.md").read_text(encoding="utf-8")
+    assert committed == render_markdown(reproduce.rows(), recorded()), \
+        "results/REPRODUCTION.md is stale: run memread reproduce list --markdown > results/REPRODUCTION.md"
