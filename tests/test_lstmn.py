@@ -2,7 +2,9 @@
 deep variant of 3.3) read token by token (``impl = "reference"``), in float64, with padding, several
 layers, a span bound and a carried state; gradients equal the reference's and reach every parameter;
 one sequence alone equals the same sequence in a padded batch; token-by-token reading equals reading
-at once; a tiny LM learns. (Shapes, gradients, padding and segments of every reader, this one
+at once; a tiny LM learns. Both tape starts (``tape_start``: the paper's empty tape, the authors' code's
+zero slot) are checked against the reference, and the zero slot is shown to take attention weight and
+change the outputs from the second token on. (Shapes, gradients, padding and segments of every reader, this one
 included, are also checked by ``tests/test_reader_contract.py``.)
 
 The fast path has two implementations of its time loops, the compiled kernels and the Python
@@ -34,9 +36,12 @@ E, H = 5, 4
 backend = backend_fixture(lstmn_module, "LSTMN kernels")  # the compiled time loops, then the Python ones
 
 
-def make_reader(layers=1, span=0, deep=False, input_size=E, hidden=H, seed=0) -> LSTMNReader:
+TAPE_STARTS = ["empty", "zero_slot"]
+
+
+def make_reader(layers=1, span=0, deep=False, input_size=E, hidden=H, seed=0, tape_start="empty") -> LSTMNReader:
     torch.manual_seed(seed)
-    cfg = LSTMNConfig(hidden=hidden, layers=layers, span=span, deep_attention=deep)
+    cfg = LSTMNConfig(hidden=hidden, layers=layers, span=span, deep_attention=deep, tape_start=tape_start)
     return build_reader(cfg, input_size).double().eval()
 
 
@@ -95,9 +100,10 @@ def test_registry_and_shapes():
     assert all(torch.equal(back[k], out2.state[k]) for k in back)
 
 
+@pytest.mark.parametrize("tape_start", TAPE_STARTS)
 @pytest.mark.parametrize("case", CASES, ids=lambda c: f"L{c['layers']}-span{c['span']}-deep{int(c['deep'])}")
-def test_fast_equals_reference_with_padding(case, backend):
-    reader = make_reader(**case)
+def test_fast_equals_reference_with_padding(case, tape_start, backend):
+    reader = make_reader(**case, tape_start=tape_start)
     lengths = [7, 4, 1]
     x, mask = batch(lengths)
     out = reader(x, mask, return_attention=True)
@@ -106,6 +112,12 @@ def test_fast_equals_reference_with_padding(case, backend):
     torch.testing.assert_close(out.attention[mask], ref.attention[mask], atol=1e-6, rtol=0)
     for b, n in enumerate(lengths):
         assert not out.attention[b, :n, n:].any()  # padded slots are never attended
+        # the written slots' weights: all of it from the second token on (empty tape), or 1 - s_0 (zero slot)
+        total = out.attention[b, 1:n].sum(-1)
+        if tape_start == "empty":
+            torch.testing.assert_close(total, torch.ones_like(total))
+        else:
+            assert bool(((total > 0) & (total < 1 - 1e-6)).all())
     for key in ("h", "c", "h_tilde"):  # every layer's tapes and h~, as carried in the state
         torch.testing.assert_close(out.state[key], ref.state[key], atol=1e-6, rtol=0, msg=key)
     assert out.state["slots"].tolist() == [min(n, case["span"]) if case["span"] else n for n in lengths]
@@ -140,8 +152,9 @@ def test_carried_state_equals_reading_at_once(case, backend):
         assert out2.memory_mask[b].sum() == kept + n2
 
 
-def test_gradients_equal_the_reference_and_reach_every_parameter(backend):
-    reader = make_reader(layers=3, span=3, deep=True, input_size=3)  # E != H: the skip projection exists
+@pytest.mark.parametrize("tape_start", TAPE_STARTS)
+def test_gradients_equal_the_reference_and_reach_every_parameter(tape_start, backend):
+    reader = make_reader(layers=3, span=3, deep=True, input_size=3, tape_start=tape_start)  # E != H: a skip projection
     lengths = [6, 3]
     x, mask = batch(lengths, input_size=3)
     x.requires_grad_(True)
@@ -159,10 +172,11 @@ def test_gradients_equal_the_reference_and_reach_every_parameter(backend):
         assert g_fast.abs().sum() > 0, f"{name} receives no gradient"
 
 
-def test_gradcheck_through_a_carried_state(backend):
+@pytest.mark.parametrize("tape_start", TAPE_STARTS)
+def test_gradcheck_through_a_carried_state(tape_start, backend):
     """The hand-written backward pass, checked numerically, with gradients flowing into the carried
     tapes and h~ as well (rows with different carried lengths)."""
-    reader = make_reader(layers=2, span=3, deep=True, input_size=3, hidden=3)
+    reader = make_reader(layers=2, span=3, deep=True, input_size=3, hidden=3, tape_start=tape_start)
     x1, m1 = batch([4, 2], input_size=3)
     state = reader(x1, m1).state
     x2, m2 = batch([3, 2], input_size=3, seed=4)
@@ -208,15 +222,16 @@ def test_incremental_reading_equals_batch(span, backend):
         assert state["h"].size(2) == (min(t + 1, span) if span else t + 1)
 
 
+@pytest.mark.parametrize("tape_start", TAPE_STARTS)
 @pytest.mark.parametrize("hidden", [37, 64])
-def test_compiled_equals_python_path_in_float32(hidden, monkeypatch):
+def test_compiled_equals_python_path_in_float32(hidden, tape_start, monkeypatch):
     """The compiled loops against the Python ones in float32, at sizes where the compiled path runs its
     vector loops and their remainders (37 = 2 x 16 + 5), with padding, a span and a carried state:
     outputs, carried state and every gradient agree to float32 precision."""
     if lstmn_kernels.kernels() is None:
         pytest.skip("the compiled LSTMN kernels are not available here (no compiler or ninja)")
     torch.manual_seed(0)
-    reader = build_reader(LSTMNConfig(hidden=hidden, layers=2, span=4, deep_attention=True), 7)
+    reader = build_reader(LSTMNConfig(hidden=hidden, layers=2, span=4, deep_attention=True, tape_start=tape_start), 7)
     g = torch.Generator().manual_seed(3)
     x1, x2 = torch.randn(3, 6, 7, generator=g), torch.randn(3, 5, 7, generator=g)
     m1 = torch.tensor([[True] * 6, [True] * 3 + [False] * 3, [True] * 6])
@@ -287,6 +302,85 @@ def test_without_compiled_kernels_the_python_path_is_used(monkeypatch):
     x, mask = batch([5, 3])
     out = reader(x, mask)
     torch.testing.assert_close(out.states[mask], reference_of(reader)(x, mask).states[mask], atol=1e-6, rtol=0)
+
+
+@pytest.mark.parametrize("case", CASES[1:4], ids=lambda c: f"L{c['layers']}-span{c['span']}-deep{int(c['deep'])}")
+def test_zero_slot_carried_state_equals_reading_at_once(case, backend):
+    """With the zero slot the state means what it means with an empty tape (the written slots only), and
+    two segments give what the reference gives on the whole text: the zero slot is in reach of every
+    token of every segment, beyond the span too."""
+    reader = make_reader(**case, tape_start="zero_slot")
+    len1, len2 = [5, 2, 5], [4, 4, 0]
+    x1, m1 = batch(len1, seed=2)
+    x2, m2 = batch(len2, T=4, seed=3)
+    out1 = reader(x1, m1)
+    out2 = reader(x2, m2, state=out1.state, return_attention=True)
+    assert out1.state["slots"].tolist() == [min(n, case["span"]) if case["span"] else n for n in len1]
+    S0 = out1.state["h"].size(2)
+    reference = reference_of(reader)
+    for b in range(3):
+        whole = torch.cat([x1[b, : len1[b]], x2[b, : len2[b]]])
+        ref = reference(whole.unsqueeze(0), return_attention=True)
+        n1, n2, kept = len1[b], len2[b], int(out1.state["slots"][b])
+        torch.testing.assert_close(out1.states[b, :n1], ref.states[0, :n1], atol=1e-6, rtol=0)
+        torch.testing.assert_close(out2.states[b, :n2], ref.states[0, n1:], atol=1e-6, rtol=0)
+        for t in range(n2):
+            row = out2.attention[b, t]
+            real = torch.cat([row[S0 - kept : S0], row[S0 : S0 + t]])
+            torch.testing.assert_close(real, ref.attention[0, n1 + t, n1 - kept : n1 + t], atol=1e-6, rtol=0)
+            assert 0 < row.sum().item() < 1  # the rest is the zero slot's
+
+
+def test_zero_slot_takes_attention_and_changes_the_outputs_from_the_second_token(backend):
+    """The option is not ignored: the same parameters with an empty tape and with the zero slot give
+    different attention from the first token on and different outputs from the second.
+
+    At t = 1 the zero slot is the only slot: it takes all the weight (with an empty tape there is no
+    softmax at all) and, its value being 0, h~_1 = c~_1 = 0 either way, so h_1 is the same. At t = 2 the
+    tape is (h_0 = 0, h_1): the zero slot takes a weight 0 < s_0 < 1 from h_1, so h~_2 = (1 - s_0) h_1
+    instead of h_1, and every output from t = 2 on differs."""
+    x, mask = batch([6, 3])
+    empty = make_reader(layers=2, tape_start="empty")
+    zero = make_reader(layers=2, tape_start="zero_slot")
+    zero.load_state_dict(empty.state_dict())  # the option adds no parameter
+    a, b = empty(x, mask, return_attention=True), zero(x, mask, return_attention=True)
+    torch.testing.assert_close(b.states[:, 0], a.states[:, 0], atol=1e-12, rtol=0)  # t = 1: h~_1 = 0 either way
+    assert bool(((b.states[:, 1] - a.states[:, 1]).abs().amax(-1) > 1e-4).all())  # t = 2 differs, every row
+    assert bool(((b.states[0, 1:] - a.states[0, 1:]).abs().amax(-1) > 1e-6).all())  # and every later token
+    torch.testing.assert_close(a.attention[:, 1, 0], torch.ones(2, dtype=torch.float64))  # h_1 gets it all
+    s0 = 1 - b.attention[:, 1, 0]  # the zero slot's weight at t = 2
+    assert bool(((s0 > 0.05) & (s0 < 0.95)).all()), s0
+    # the layer's own record of the zero slot's weights: 1 at t = 1, s0 at t = 2 (none without the slot)
+    layer = zero.layers[0]
+    H0 = x.new_zeros(2, 0, H)
+    W_gh, W_gx = layer.W.weight.split([H, E], dim=1)
+    proj = torch.nn.functional.linear(x, torch.cat([layer.W_x.weight, W_gx]))
+    W_f = torch.cat([W_gh, layer.W_h_tilde.weight])
+    b_f = torch.cat([layer.W.bias, layer.W.bias.new_zeros(H)])
+    with torch.no_grad():
+        f = {ts: lstmn_module._lstmn_layer_forward(proj, H0, H0, H0, x.new_zeros(2, H), None, W_f, b_f,
+                                                   layer.W_h.weight, layer.v, 0, False, ts == "zero_slot")
+             for ts in TAPE_STARTS}
+    assert f["empty"]["s0"] is None
+    torch.testing.assert_close(f["zero_slot"]["s0"][:, 0], torch.ones(2, dtype=torch.float64))
+    torch.testing.assert_close(f["zero_slot"]["s0"][:, 1], 1 - f["zero_slot"]["s"][:, 1, 0])
+    assert bool((f["zero_slot"]["s0"][:, 1:] > 0).all())
+
+
+def test_tape_start_defaults_to_the_papers_empty_tape():
+    """A config (or a run directory's config.json) without the key reads as before the option: an empty
+    tape, the paper's (6); an unknown value is refused."""
+    from memread.config import experiment_from_dict
+
+    assert LSTMNConfig().tape_start == "empty"
+    cfg = experiment_from_dict({"data": {"name": "stories-text"}, "reader": {"name": "lstmn", "hidden": 8},
+                                "head": {"name": "lm"}, "criterion": {"name": "lm_nll"}}, "test")
+    assert cfg.reader.tape_start == "empty"
+    with pytest.raises(MemreadError, match="tape_start"):
+        experiment_from_dict({"data": {"name": "stories-text"}, "reader": {"name": "lstmn", "tape_start": "null"},
+                              "head": {"name": "lm"}, "criterion": {"name": "lm_nll"}}, "test")
+    with pytest.raises(MemreadError, match="tape_start"):
+        build_reader(LSTMNConfig(tape_start="null"), 2)
 
 
 def test_unbounded_tape_is_refused_for_streams():

@@ -19,7 +19,10 @@ is the criterion's (``[criterion] emb_l2``).
 
 ``model(batch)`` returns ``ModelOutput(logits=log P over the candidates (B, C), attention=the
 answer's document attention (B, Td) for the pointer-sum heads, extra={"hits": (B, Td, C)}``: where
-each candidate occurs); the loss is :mod:`memread.criteria.cloze`'s.
+each candidate occurs); the loss is :mod:`memread.criteria.cloze`'s: by default the NLL of those
+logits (renormalised over the candidates), with ``[criterion] normalize = "document"`` the papers'
+pointer-sum objective ``-log sum_{i in I(a, d)} s_i`` from ``attention`` and ``hits`` (the pointer-sum
+heads: ``answers_by_pointer_sum``).
 """
 
 from __future__ import annotations
@@ -102,6 +105,8 @@ class ClozeModel(nn.Module):
     """Embeddings and the reader(s) every cloze head shares; each head's subclass adds the module that
     answers (under the attribute name checkpoints know it by) and its :meth:`read`."""
 
+    answers_by_pointer_sum = True  # returns the document attention and hits (the criterion's "document" form)
+
     def __init__(self, vocab_size: int, cfg: ClozeHeadConfig, reader: nn.Module, pad_id: int,
                  query_reader: nn.Module | None = None):
         super().__init__()
@@ -143,6 +148,8 @@ class PointerModel(ClozeModel):
 
 
 class FinalStateModel(ClozeModel):
+    answers_by_pointer_sum = False
+
     def __init__(self, vocab_size: int, cfg: FinalStateHeadConfig, reader: nn.Module, pad_id: int):
         super().__init__(vocab_size, cfg, reader, pad_id)
         self.out = nn.Linear(reader.output_size, vocab_size)

@@ -7,9 +7,22 @@ the candidate occurs::
 
 Occurrence is word identity, given as per-example word ids (``doc_words``, ``cand_words``): two
 positions hold the same word exactly when their ids are equal, whatever the vocabulary does with
-rare words (two different unknown names must not share their attention). With a candidate list the
-distribution is renormalised over the candidates; when every distinct word of the document is a
-candidate (bAbI, no list given) the renormalisation changes nothing.
+rare words (two different unknown names must not share their attention).
+
+Two normalisations (the cloze criterion's ``normalize``, :mod:`memread.criteria.cloze`):
+
+- :func:`candidate_log_probs`: the distribution renormalised over the candidates,
+  ``P(a) = sum_{i in I(a)} d_i / sum_c sum_{i in I(c)} d_i`` -- what every cloze head returns as its
+  answer distribution (its logits), and what ``normalize = "candidates"`` (the default) trains on;
+- :func:`answer_log_prob`: the papers' ``log P(a | Q, D) = log sum_{i in I(a, D)} d_i`` with ``d`` the
+  softmax over all document positions, not renormalised (Kadlec et al. 2016; Sordoni et al. 2016,
+  eq. (2) and section 5: it is the Stanford reader that "normalizes the output probabilities only over
+  the candidate answers"); ``normalize = "document"`` trains on it.
+
+The two differ by ``log sum_c sum_{i in I(c)} d_i``, the log of the attention mass on the candidates'
+positions: they are equal only when the candidates' positions hold all of it (not even on bAbI, whose
+candidates are the story's words but not its punctuation), and the argmax over the candidates is the
+same under both.
 """
 
 from __future__ import annotations
@@ -40,3 +53,14 @@ def candidate_log_probs(attention: Tensor, hits: Tensor, cand_mask: Tensor) -> T
     p = pointer_sum(attention, hits)  # (B, C)
     scores = torch.log(p.clamp_min(MIN_PROBABILITY)).masked_fill(~cand_mask, float("-inf"))
     return F.log_softmax(scores, dim=-1)
+
+
+@float32_under_autocast
+def answer_log_prob(attention: Tensor, hits: Tensor, answer: Tensor) -> Tensor:
+    """The papers' pointer-sum ``log P(a | Q, D) = log sum_{i in I(a, D)} d_i`` (B,) of the candidate
+    ``answer`` (B,) (an index into the candidates), from the document attention (B, Td) -- a softmax over
+    all document positions -- and the occurrences ``hits`` (B, Td, C), not renormalised over the
+    candidates; ``log MIN_PROBABILITY`` for an answer that does not occur in the document."""
+    at_answer = hits.gather(2, answer.view(-1, 1, 1).expand(-1, hits.size(1), 1)).squeeze(2)  # (B, Td) i in I(a)
+    p = (attention * at_answer.to(attention.dtype)).sum(dim=1)  # (B,)
+    return torch.log(p.clamp_min(MIN_PROBABILITY))

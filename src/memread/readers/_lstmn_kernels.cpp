@@ -4,6 +4,9 @@
 // The attention passes over the window (scores, softmax, summaries and their gradients) and the gates
 // run as plain loops over each row that the compiler vectorises; the matmuls go to ATen. The Python
 // side allocates every buffer and does everything outside the time loop; see _lstmn_kernels.py.
+// With ``tape_start = "zero_slot"`` (the buffer s0 is given) every token's softmax has one more entry, the
+// zero slot h_0 = c_0 = 0 with key W_h 0 = 0: score v . tanh(q_t), weight s0[t], value 0 (nothing to add to
+// the summaries); its score's gradient da_0 = -s_0 sum_i s_i ds_i reaches d q_t and dv only.
 //
 // Threads: the rows of a batch never interact, so the batch is split into blocks of rows between
 // torch's intra-op threads (at::parallel_for; the extension is built with -fopenmp, as torch's own
@@ -91,7 +94,7 @@ inline Tensor step_view(const Tensor& buf, int64_t t, int64_t c0, int64_t n) {
 template <typename scalar_t>
 void forward_impl(const Tensor& proj, Tensor& HC, Tensor& K, Tensor& s_all, Tensor& q_all, Tensor& hc_tilde,
                   Tensor& gates, const Tensor& q_rec0, const Tensor& W_fT, const Tensor& b_f, const Tensor& W_hT,
-                  const Tensor& v, const int64_t* start, int64_t first, int64_t S0, int64_t span) {
+                  const Tensor& v, const int64_t* start, int64_t first, int64_t S0, int64_t span, scalar_t* s0p) {
   const int64_t B = proj.size(0), T = proj.size(1), Hd = HC.size(2) / 2, A = v.numel();
   const int64_t S = HC.size(1), P = proj.size(2), H2 = 2 * Hd, H4 = 4 * Hd;
   const scalar_t* pp = proj.data_ptr<scalar_t>();
@@ -108,6 +111,7 @@ void forward_impl(const Tensor& proj, Tensor& HC, Tensor& K, Tensor& s_all, Tens
   scalar_t* zp = z.data_ptr<scalar_t>();
   scalar_t* xbp = x_b.data_ptr<scalar_t>();
   const std::vector<scalar_t> zero(Hd, scalar_t(0));
+  const std::vector<scalar_t> zero_key(A, scalar_t(0));  // W_h h_0 = 0: the zero slot's key
   // Rows never interact, so each thread runs the whole time loop over its own block of rows (the
   // matmuls of a step on that block's rows): no synchronisation between steps.
   at::parallel_for(0, B, row_grain(B), [&](int64_t b0, int64_t b1) {
@@ -131,18 +135,23 @@ void forward_impl(const Tensor& proj, Tensor& HC, Tensor& K, Tensor& s_all, Tens
         scalar_t* ht = htp + (b * T + t) * H2;
         std::fill_n(ht, H2, scalar_t(0));
         const int64_t lo_b = start ? std::max(lo, start[b]) : lo;
-        if (lo_b >= hi) continue;  // no real slot (or an empty window): h~_t = c~_t = 0
+        if (lo_b >= hi) {  // no real slot (or an empty window): h~_t = c~_t = 0
+          if (s0p) s0p[b * T + t] = scalar_t(1);  // all the weight on the zero slot, whose value is 0
+          continue;
+        }
         const scalar_t* __restrict__ q = qp + (b * T + t) * A;
-        scalar_t m = -INFINITY;
+        scalar_t m = -INFINITY, a0 = 0;
+        if (s0p) m = a0 = tanh_dot(vp, zero_key.data(), q, A);  // the zero slot: v . tanh(0 + q_t)
         for (int64_t i = lo_b; i < hi; ++i) {  // (4)  a_i = v . tanh(K_i + q_t)
           const scalar_t acc = tanh_dot(vp, kp + (b * S + i) * A, q, A);
           a[i] = acc;
           m = std::max(m, acc);
         }
-        scalar_t total = 0;
+        scalar_t total = s0p ? (a0 = std::exp(a0 - m)) : scalar_t(0);
         for (int64_t i = lo_b; i < hi; ++i) total += (a[i] = std::exp(a[i] - m));  // (5)
         scalar_t* s = sp + (b * T + t) * S;
         for (int64_t i = lo_b; i < hi; ++i) s[i] = a[i] / total;
+        if (s0p) s0p[b * T + t] = a0 / total;
         weighted_sum(s + lo_b, hc + (b * S + lo_b) * H2, hi - lo_b, H2, ht, H2);  // (6)  [h~_t | c~_t]
       }
       at::mm_out(z_blk, step_view(hc_tilde, t, 0, Hd).narrow(0, b0, nb), W_fT);
@@ -181,7 +190,7 @@ void backward_impl(const Tensor& grad_h, const Tensor& grad_c, const Tensor& gra
                    const Tensor& K, const Tensor& q_all, const Tensor& s_all, const Tensor& hc_tilde,
                    const Tensor& gates, const Tensor& W_f,
                    const Tensor& W_hv, const Tensor& v, const int64_t* start, int64_t first, int64_t S0,
-                   int64_t span, Tensor& dproj, Tensor& D, Tensor& dK, Tensor& dv) {
+                   int64_t span, Tensor& dproj, Tensor& D, Tensor& dK, Tensor& dv, const scalar_t* s0p) {
   const int64_t B = gates.size(0), T = gates.size(1), Hd = gates.size(2) / 4, A = v.numel();
   const int64_t S = HC.size(1), P = A + 4 * Hd, H2 = 2 * Hd, H4 = 4 * Hd;
   const scalar_t* hc = HC.data_ptr<scalar_t>();
@@ -203,11 +212,12 @@ void backward_impl(const Tensor& grad_h, const Tensor& grad_c, const Tensor& gra
   Tensor dh = HC.new_empty({B, Hd});
   scalar_t* dhp = dh.data_ptr<scalar_t>();
   const std::vector<scalar_t> zero(Hd, scalar_t(0));
+  const std::vector<scalar_t> zero_key(A, scalar_t(0));  // the zero slot's key W_h 0
   // as in the forward pass, each thread runs the whole (reversed) time loop over its block of rows
   at::parallel_for(0, B, row_grain(B), [&](int64_t b0, int64_t b1) {
     at::NoGradGuard no_grad;  // grad mode is per thread: the weights may require grad
     const int64_t nb = b1 - b0;
-    std::vector<scalar_t> read(H2), s_slot(T), tanh_c(Hd), ds(S), dq(A);  // this block's scratch
+    std::vector<scalar_t> read(H2), s_slot(T), tanh_c(Hd), ds(S), dq(A), dK0(A);  // this block's scratch
     Tensor dh_blk = dh.narrow(0, b0, nb);
     for (int64_t t = T - 1; t >= 0; --t) {
       const int64_t slot = S0 + t;
@@ -275,6 +285,10 @@ void backward_impl(const Tensor& grad_h, const Tensor& grad_c, const Tensor& gra
           tanh_dot_backward(kp + (b * S + i) * A, q, da, dKp + (b * S + i) * A, dq.data(), dv_rows.data() + b * A,
                             A);  // (4)
         }
+        if (s0p) {  // the zero slot (its ds_0 = 0): da_0 = -s_0 sum_i s_i ds_i; its key is a constant (dK0 unused)
+          tanh_dot_backward(zero_key.data(), q, -s0p[b * T + t] * sds, dK0.data(), dq.data(), dv_rows.data() + b * A,
+                            A);
+        }
         scalar_t* dqt = dpp + (b * T + t) * P;  // d q_t
 #pragma omp simd
         for (int64_t k = 0; k < A; ++k) dqt[k] = dq[k] * vp[k];
@@ -291,16 +305,19 @@ void check(const Tensor& x, const char* name) {
 // Fills HC[:, S0:], K[:, S0:], s_all, q_all, hc_tilde and gates.
 void lstmn_forward(const Tensor& proj, Tensor HC, Tensor K, Tensor s_all, Tensor q_all, Tensor hc_tilde,
                    Tensor gates, const Tensor& q_rec0, const Tensor& W_fT, const Tensor& b_f, const Tensor& W_hT,
-                   const Tensor& v, const std::optional<Tensor>& start, int64_t first, int64_t S0, int64_t span) {
+                   const Tensor& v, const std::optional<Tensor>& start, int64_t first, int64_t S0, int64_t span,
+                   const std::optional<Tensor>& s0) {
   for (const Tensor* x : std::initializer_list<const Tensor*>{&proj, &HC, &K, &s_all, &q_all, &hc_tilde, &gates,
                                                               &q_rec0, &b_f, &v})
     check(*x, "buffer");
   const Tensor st = start.has_value() ? start->contiguous() : Tensor();
   const int64_t* sp = st.defined() ? st.data_ptr<int64_t>() : nullptr;
+  if (s0.has_value()) check(*s0, "s0");
   at::NoGradGuard no_grad;
   AT_DISPATCH_FLOATING_TYPES(proj.scalar_type(), "lstmn_forward", [&] {
+    scalar_t* s0p = s0.has_value() ? s0->data_ptr<scalar_t>() : nullptr;  // (B, T), written
     forward_impl<scalar_t>(proj, HC, K, s_all, q_all, hc_tilde, gates, q_rec0, W_fT, b_f, W_hT, v, sp, first, S0,
-                           span);
+                           span, s0p);
   });
 }
 
@@ -310,7 +327,7 @@ void lstmn_backward(const std::optional<Tensor>& grad_h, const std::optional<Ten
                     const Tensor& q_all, const Tensor& s_all, const Tensor& hc_tilde, const Tensor& gates,
                     const Tensor& W_f, const Tensor& W_hv,
                     const Tensor& v, const std::optional<Tensor>& start, int64_t first, int64_t S0, int64_t span,
-                    Tensor dproj, Tensor D, Tensor dK, Tensor dv) {
+                    Tensor dproj, Tensor D, Tensor dK, Tensor dv, const std::optional<Tensor>& s0) {
   for (const Tensor* x : std::initializer_list<const Tensor*>{&HC, &K, &q_all, &s_all, &hc_tilde, &gates, &v, &dproj,
                                                               &D, &dK, &dv})
     check(*x, "buffer");
@@ -319,10 +336,12 @@ void lstmn_backward(const std::optional<Tensor>& grad_h, const std::optional<Ten
   const Tensor ght = grad_h_tilde.has_value() ? grad_h_tilde->contiguous() : Tensor();
   const Tensor st = start.has_value() ? start->contiguous() : Tensor();
   const int64_t* sp = st.defined() ? st.data_ptr<int64_t>() : nullptr;
+  const Tensor s0c = s0.has_value() ? s0->contiguous() : Tensor();
   at::NoGradGuard no_grad;
   AT_DISPATCH_FLOATING_TYPES(HC.scalar_type(), "lstmn_backward", [&] {
+    const scalar_t* s0p = s0c.defined() ? s0c.data_ptr<scalar_t>() : nullptr;
     backward_impl<scalar_t>(gh, gc, ght, HC, K, q_all, s_all, hc_tilde, gates, W_f, W_hv, v, sp, first,
-                            S0, span, dproj, D, dK, dv);
+                            S0, span, dproj, D, dK, dv, s0p);
   });
 }
 
@@ -331,11 +350,11 @@ void lstmn_backward(const std::optional<Tensor>& grad_h, const std::optional<Ten
 TORCH_LIBRARY(memread_lstmn, m) {
   m.def("forward(Tensor proj, Tensor(a!) HC, Tensor(b!) K, Tensor(c!) s_all, Tensor(d!) q_all, "
         "Tensor(e!) hc_tilde, Tensor(f!) gates, Tensor q_rec0, Tensor W_fT, Tensor b_f, Tensor W_hT, Tensor v, "
-        "Tensor? start, int first, int S0, int span) -> ()");
+        "Tensor? start, int first, int S0, int span, Tensor(g!)? s0=None) -> ()");
   m.def("backward(Tensor? grad_h, Tensor? grad_c, Tensor? grad_h_tilde, Tensor HC, Tensor K, Tensor q_all, "
         "Tensor s_all, Tensor hc_tilde, Tensor gates, Tensor W_f, Tensor W_hv, Tensor v, "
         "Tensor? start, int first, int S0, int span, Tensor(a!) dproj, Tensor(b!) D, Tensor(c!) dK, "
-        "Tensor(d!) dv) -> ()");
+        "Tensor(d!) dv, Tensor? s0=None) -> ()");
 }
 
 TORCH_LIBRARY_IMPL(memread_lstmn, CPU, m) {

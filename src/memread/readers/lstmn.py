@@ -15,9 +15,22 @@ tape ``H = (h_1 .. h_{t-1})`` and a memory tape ``C = (c_1 .. c_{t-1})``. Readin
 and ``h_t``, ``c_t`` are written to a new slot. (The paper writes no bias in (7), nor in its LSTM
 equation (1); like every LSTM we give the gates one. Equation (4) has none and gets none.)
 
-**The initial slot.** The sum in (6) runs over ``i = 1 .. t-1``, so the first token of a text has an
-empty tape: ``h~_1 = c~_1 = 0`` (the LSTM's zero initial state), and ``h~_0 = 0`` in (4). No extra
-"null" slot is put on the tape. ``state=None`` means exactly this: an empty tape.
+**The tape start** (``tape_start``). The paper: the sum in (6) runs over ``i = 1 .. t-1`` over the
+tapes ``H_{t-1} = (h_1 .. h_{t-1})``, so the first token of a text has an empty tape: ``h~_1 = c~_1 = 0``
+(the LSTM's zero initial state), and ``h~_0 = 0`` in (4). That is ``tape_start = "empty"``, the default
+(and memread's only behaviour before the option existed, so configs and checkpoints without the key
+read as before). The authors' Torch code (github.com/cheng6076/SNLI-attention, ``LSTMN.lua`` with
+``model/encoder_lstmn_w2v.lua`` and ``model/decoder_deep_w2v.lua``) instead starts both tapes with one
+zero slot, ``h_0 = c_0 = 0`` (its ``h_init``): token ``t`` attends over ``h_0 .. h_{t-1}``, so the zero
+slot takes part in the softmax (5) of every token. ``tape_start = "zero_slot"`` does that: the slot's key
+is ``W_h 0 = 0``, so its score is ``v^T tanh(W_x x_t + W_h~ h~_{t-1})`` and its value ``[0; 0]`` adds
+nothing to (6), but its weight ``s_0^t`` is taken from the real slots, which then sum to ``1 - s_0^t``.
+At ``t = 1`` it gets all the weight and ``h~_1 = c~_1 = 0`` as with an empty tape; from ``t = 2`` on
+the two differ. The zero slot is not on the returned tapes: ``memory``, ``attention`` and the
+state hold the written slots only (``attention`` rows sum to ``1 - s_0^t``), and a carried state
+means the same thing under both options; the zero slot is in reach of every token, also beyond a
+``span`` (which bounds the written slots; the authors' code has no span) and in every segment of a
+stream, so reading in segments still equals reading at once.
 
 **Deep LSTMN (3.3).** Layers are stacked; the output of layer ``k`` is its attention vector
 ``h~_t^k``, fed to layer ``k+1`` through a skip connection ``input_{k+1} = input_k + output_k``
@@ -56,12 +69,14 @@ The recurrence then runs in a custom autograd function with a hand-written backw
 autograd graph is built per step and the tapes can be preallocated and written in place:
 
 - forward, per step: the window's scores ``v^T tanh(K_i + q_t)`` (keys ``K_i = W_h h_i`` computed once,
-  when slot ``i`` is written), a softmax, one batched product for ``[h~_t | c~_t]`` over the joint
-  ``[h | c]`` tape, and one matmul of ``h~_t`` with ``[W_gates_h~; W_h~]`` that gives both the gates'
-  recurrent part and the next token's ``W_h~ h~_t``; the gates' local derivatives are kept while in cache;
+  when slot ``i`` is written; with the zero slot also ``v^T tanh(q_t)``), a softmax, one batched
+  product for ``[h~_t | c~_t]`` over the joint ``[h | c]`` tape, and one matmul of ``h~_t`` with
+  ``[W_gates_h~; W_h~]`` that gives both the gates' recurrent part and the next token's ``W_h~ h~_t``;
+  the gates' local derivatives are kept while in cache;
 - backward, steps in reverse: slot ``t``'s gradient is complete once the later tokens that read it
   are undone, so it is pulled in with one batched product over their summaries' gradients; the
-  ``tanh`` of (4) is recomputed rather than stored; key and weight gradients are accumulated in
+  ``tanh`` of (4) is recomputed rather than stored (the zero slot's score sends a gradient to ``q_t``
+  and ``v`` only, as its key is constant); key and weight gradients are accumulated in
   preallocated buffers and the weight gradients summed in one matmul each after the loop.
 
 Attention windows are slices of the tapes (a token attends to ``t - 1`` slots, or ``span``). Padding
@@ -72,7 +87,8 @@ slice for all rows, and padded steps only write slots that no real token reads.
 (``_lstmn_kernels.cpp``, built on first use; see :mod:`memread.readers._lstmn_kernels`), filling the
 same buffers as the Python loops below, which are the fall-back (and the path on other devices).
 There the window's passes are single loops per row: ``v^T tanh(K_i + q_t)`` is summed as the tanh is
-computed, the backward pass recomputes it slot by slot while updating ``dK``, ``d q_t`` and ``dv``;
+computed, the backward pass recomputes it slot by slot while updating ``dK``, ``d q_t`` and ``dv`` (both
+``tape_start`` options run there: the zero slot is one more score per step);
 the gates' local derivatives are recomputed in the backward loop instead of stored, and the product
 with ``W_f`` takes ``[d gates_t | d q_{t+1}]`` in one matmul. In float32 its tanh and sigmoid are a
 vectorised form within 3 float32 ulps of tanh (float64 uses ``std::tanh``), so the two paths agree to
@@ -120,6 +136,9 @@ class LSTMNConfig:
     deep_attention: bool = False  # early version: layer k+1's attention also sees h_t^k (its W_l term)
     dropout: DropoutRate = 0.0  # on each layer's output before it feeds the layer above (layers > 1)
     impl: Literal["fast", "reference"] = "fast"  # "reference": equations (4)-(9) token by token, to check against
+    # "empty": the paper's (6), i = 1 .. t-1 (the first token's tape is empty); "zero_slot": the authors' Torch
+    # code, the tapes start with one slot h_0 = c_0 = 0 that every token may attend to (module docstring)
+    tape_start: Literal["empty", "zero_slot"] = "empty"
 
 
 # ----------------------------------------------------------------------------- one layer, fast path
@@ -142,16 +161,18 @@ def _window(t: int, s0: int, span: int, first: int) -> tuple[int, int]:
     return lo, hi
 
 
-def _lstmn_layer_forward(proj, H0, C0, K0, h_tilde0, start, W_f, b_f, W_h, v, span, for_backward):
+def _lstmn_layer_forward(proj, H0, C0, K0, h_tilde0, start, W_f, b_f, W_h, v, span, for_backward, zero_slot=False):
     """Equations (4)-(9) over one segment for one layer, without autograd.
 
     proj (B, T, A + 4H) = [W_x x_t (+ W_l h_t^{k-1}) | W_gx x_t] for all steps;
     H0, C0 (B, S0, H), K0 = W_h H0 (B, S0, A): the carried tapes; h_tilde0 (B, H): h~ before the segment;
     start (B,) or None: first real carried slot of each row (None: all S0 slots are real);
     W_f (4H + A, H) = [W_gates_h~; W_h~], b_f (4H + A,) = [b; 0]: the gates' bias (its last A entries
-    are a constant 0, given no gradient); W_h (A, H); v (A,).
+    are a constant 0, given no gradient); W_h (A, H); v (A,); zero_slot: the tapes start with the zero
+    slot (``tape_start = "zero_slot"``), one more score ``v^T tanh(q_t)`` in every softmax.
     Returns a dict: the tapes HC (B, S, 2H) = [h | c] and K (B, S, A) over carried + new slots, the
-    attention weights s (B, T, S), [h~ | c~] (B, T, 2H), the activated gates (B, T, 4H), and with
+    attention weights s (B, T, S) over them, the zero slot's weights s0 (B, T) (None without it),
+    [h~ | c~] (B, T, 2H), the activated gates (B, T, 4H), and with
     ``for_backward`` what the backward pass needs: the queries q (B, T, A) and, on the Python path,
     the local derivatives of the gates ``dgate`` (B, T, 4H) and ``o (1 - tanh^2 c)`` (B, T, H) (the
     compiled path recomputes them per step in its backward loop, which is cheaper than storing them).
@@ -166,6 +187,7 @@ def _lstmn_layer_forward(proj, H0, C0, K0, h_tilde0, start, W_f, b_f, W_h, v, sp
     HC[:, :S0, Hd:] = C0
     K[:, :S0] = K0
     s_all = proj.new_zeros(B, T, S)
+    s0_all = proj.new_empty(B, T) if zero_slot else None
     q_all = proj.new_empty(B, T, A)
     hc_tilde = proj.new_empty(B, T, 2 * Hd)
     gates = proj.new_empty(B, T, 4 * Hd)
@@ -173,22 +195,23 @@ def _lstmn_layer_forward(proj, H0, C0, K0, h_tilde0, start, W_f, b_f, W_h, v, sp
     first = 0 if start is None else int(start.min())
     q_rec = h_tilde0 @ W_fT[:, 4 * Hd :]  # W_h~ h~_0 (B, A)
     ops = _compiled_kernels(proj)
-    out = dict(HC=HC, K=K, s=s_all, hc_tilde=hc_tilde, gates=gates, q=q_all, compiled=ops is not None)
+    out = dict(HC=HC, K=K, s=s_all, s0=s0_all, hc_tilde=hc_tilde, gates=gates, q=q_all, compiled=ops is not None)
     if ops is not None:
         ops.forward(proj, HC, K, s_all, q_all, hc_tilde, gates, q_rec.contiguous(), W_fT, b_f,
-                    W_hT.contiguous(), v, start, first, S0, span)
+                    W_hT.contiguous(), v, start, first, S0, span, s0_all)
         return out
     dgate = proj.new_empty(B, T, 4 * Hd) if for_backward else None
     o_dtanh_c = proj.new_empty(B, T, Hd) if for_backward else None
     _forward_loop(proj, HC, K, s_all, q_all, hc_tilde, gates, dgate, o_dtanh_c, q_rec, W_fT, b_f, W_hT, v,
-                  start, first, S0, span, for_backward)
+                  start, first, S0, span, for_backward, s0_all)
     out.update(dgate=dgate, o_dtanh_c=o_dtanh_c)
     return out
 
 
 def _forward_loop(proj, HC, K, s_all, q_all, hc_tilde, gates, dgate, o_dtanh_c, q_rec, W_fT, b_f, W_hT, v,
-                  start, first, S0, span, for_backward):
-    """The Python path of the forward time loop: fills the buffers of ``_lstmn_layer_forward``."""
+                  start, first, S0, span, for_backward, s0_all=None):
+    """The Python path of the forward time loop: fills the buffers of ``_lstmn_layer_forward`` (and the
+    zero slot's weights ``s0_all`` (B, T) when the tapes start with it)."""
     B, T, _ = proj.shape
     Hd, A, S = HC.size(2) // 2, v.numel(), HC.size(1)
     xq, xg = proj[..., :A], proj[..., A:]
@@ -201,14 +224,24 @@ def _forward_loop(proj, HC, K, s_all, q_all, hc_tilde, gates, dgate, o_dtanh_c, 
         if hi > lo:
             u = torch.add(K[:, lo:hi], q.unsqueeze(1)).tanh_()  # (B, w, A)
             a = torch.matmul(u, v)  # (4)  (B, w)
+            if s0_all is not None:  # the zero slot first: key W_h 0 = 0, score v^T tanh(q_t)
+                a = torch.cat([torch.matmul(torch.tanh(q), v).unsqueeze(1), a], dim=1)  # (B, 1 + w)
             if start is not None and bool((start > lo).any()):  # rows with fewer carried slots
-                s = masked_softmax(a, slot_ids[lo:hi].unsqueeze(0) >= start.unsqueeze(1))  # (5)
+                real = slot_ids[lo:hi].unsqueeze(0) >= start.unsqueeze(1)  # (B, w)
+                if s0_all is not None:
+                    real = torch.cat([real.new_ones(B, 1), real], dim=1)
+                s = masked_softmax(a, real)  # (5)
             else:
-                s = torch.softmax(a, dim=-1)  # (5)  (B, w)
+                s = torch.softmax(a, dim=-1)  # (5)  (B, w) or (B, 1 + w)
+            if s0_all is not None:
+                s0_all[:, t] = s[:, 0]
+                s = s[:, 1:]
             s_all[:, t, lo:hi] = s
             torch.bmm(s.unsqueeze(1), HC[:, lo:hi], out=hc_tilde[:, t : t + 1])  # (6)  [h~_t | c~_t]
-        else:  # empty tape: h~_t = c~_t = 0
+        else:  # empty tape: h~_t = c~_t = 0 (with the zero slot: all the weight on it, and its value is 0)
             hc_tilde[:, t] = 0
+            if s0_all is not None:
+                s0_all[:, t] = 1
         h_tilde, c_tilde = hc_tilde[:, t, :Hd], hc_tilde[:, t, Hd:]
         z = torch.addmm(b_f, h_tilde, W_fT)  # (B, 4H + A): gates' recurrent part + b, and W_h~ h~_t for t + 1
         g = torch.add(xg[:, t], z[:, : 4 * Hd], out=gates[:, t])  # (7) pre-activations
@@ -233,14 +266,14 @@ class _LSTMNLayerFunction(torch.autograd.Function):
     """One LSTMN layer over a segment, with a hand-written backward pass (see the module docstring)."""
 
     @staticmethod
-    def forward(ctx, proj, H0, C0, K0, h_tilde0, W_f, b_f, W_h, v, start, span, for_backward):
+    def forward(ctx, proj, H0, C0, K0, h_tilde0, W_f, b_f, W_h, v, start, span, for_backward, zero_slot=False):
         f = _lstmn_layer_forward(proj.contiguous(), H0, C0, K0, h_tilde0, start, W_f, b_f, W_h, v, span,
-                                 for_backward)
+                                 for_backward, zero_slot)
         S0, Hd = H0.size(1), H0.size(2)
         HC, s_all = f["HC"], f["s"]
         if for_backward:
             ctx.save_for_backward(HC, f["K"], f["q"], s_all, f["hc_tilde"], f["gates"], f.get("dgate"),
-                                  f.get("o_dtanh_c"), h_tilde0, W_f, W_h, v, start)
+                                  f.get("o_dtanh_c"), h_tilde0, W_f, W_h, v, start, f["s0"])
         ctx.span, ctx.S0, ctx.compiled = span, S0, f["compiled"]
         ctx.mark_non_differentiable(s_all)
         ctx.set_materialize_grads(False)  # outputs nobody used send None, not zeros
@@ -250,7 +283,7 @@ class _LSTMNLayerFunction(torch.autograd.Function):
     @staticmethod
     @once_differentiable
     def backward(ctx, grad_H, grad_C, grad_h_tilde, _grad_s):
-        HC, K, q_all, s_all, hc_tilde, gates, dgate, o_dtanh_c, h_tilde0, W_f, W_h, v, start = ctx.saved_tensors
+        HC, K, q_all, s_all, hc_tilde, gates, dgate, o_dtanh_c, h_tilde0, W_f, W_h, v, start, s0_all = ctx.saved_tensors
         span, S0 = ctx.span, ctx.S0
         B, T, H4 = gates.shape
         Hd, A = H4 // 4, v.numel()
@@ -266,10 +299,10 @@ class _LSTMNLayerFunction(torch.autograd.Function):
         dv = v.new_zeros(1, A)
         if ctx.compiled:
             kernels().backward(grad_h, grad_c, grad_h_tilde, HC, K, q_all, s_all, hc_tilde, gates, W_f, W_hv, v,
-                               start, first, S0, span, dproj, D, dK, dv)  # the path the forward pass took
+                               start, first, S0, span, dproj, D, dK, dv, s0_all)  # the path the forward pass took
         else:
             _backward_loop(grad_h, grad_c, grad_h_tilde, HC, K, q_all, s_all, s_T, gates, dgate, o_dtanh_c, W_f,
-                           W_hv, v, start, first, S0, span, dproj, D, dK, dv)
+                           W_hv, v, start, first, S0, span, dproj, D, dK, dv, s0_all)
         h_tilde_prev = torch.cat([h_tilde0.unsqueeze(1), hc_tilde[:, :-1, :Hd]], dim=1)  # h~_{t-1}  (B, T, H)
         dW_f = W_f.new_empty(W_f.shape)  # (4H + A, H), both halves written in place
         torch.mm(dproj[:, :, A:].reshape(B * T, 4 * Hd).t(), hc_tilde[:, :, :Hd].reshape(B * T, Hd),
@@ -286,12 +319,15 @@ class _LSTMNLayerFunction(torch.autograd.Function):
         dK0 = dK[:, :S0] * v
         db_f = torch.cat([dproj[:, :, A:].sum((0, 1)), dproj.new_zeros(A)])  # b_f[4H:] is a constant 0
         return (dproj, dH0, dC0, dK0, dh_tilde0, dW_f, db_f, dW_h, dv.squeeze(0),
-                None, None, None)
+                None, None, None, None)
 
 
 def _backward_loop(grad_h, grad_c, grad_h_tilde, HC, K, q_all, s_all, s_T, gates, dgate, o_dtanh_c, W_f, W_hv, v,
-                   start, first, S0, span, dproj, D, dK, dv):
-    """The Python path of the backward time loop: fills dproj, D, dK and dv (see the module docstring)."""
+                   start, first, S0, span, dproj, D, dK, dv, s0_all=None):
+    """The Python path of the backward time loop: fills dproj, D, dK and dv (see the module docstring).
+
+    With the zero slot (``s0_all`` (B, T) its weights) the real slots' score gradients are unchanged (its
+    value is 0, so ``d s_0 = 0``), and its own, ``da_0 = -s_0 sum_i s_i d s_i``, reaches q_t and v."""
     B, T, H4 = gates.shape
     Hd, A = H4 // 4, v.numel()
     f_g = gates[:, :, Hd : 2 * Hd]
@@ -326,12 +362,19 @@ def _backward_loop(grad_h, grad_c, grad_h_tilde, HC, K, q_all, s_all, s_T, gates
         if hi > lo:
             s = s_all[:, t, lo:hi]  # (B, w)
             ds = torch.bmm(D[:, t].unsqueeze(1), HC[:, lo:hi].transpose(1, 2)).squeeze(1)  # (6)  (B, w)
-            da = s * (ds - (s * ds).sum(dim=1, keepdim=True))  # (5)
+            sds = (s * ds).sum(dim=1, keepdim=True)  # (B, 1)
+            da = s * (ds - sds)  # (5)
             u = torch.add(K[:, lo:hi], q_all[:, t].unsqueeze(1)).tanh_()  # (4) again  (B, w, A)
             dv.addmm_(da.reshape(1, -1), u.reshape(-1, A))
             g_u = torch.addcmul(one, u, u, value=-1)  # tanh' = 1 - u^2
             dK[:, lo:hi].addcmul_(da.unsqueeze(2), g_u)
-            torch.mul(torch.bmm(da.unsqueeze(1), g_u).squeeze(1), v, out=dproj[:, t, :A])  # d q_t
+            dq = torch.bmm(da.unsqueeze(1), g_u).squeeze(1)  # (B, A)
+            if s0_all is not None:  # the zero slot's score v^T tanh(q_t): da_0 = -s_0 sum_i s_i ds_i
+                da0 = -s0_all[:, t : t + 1] * sds  # (B, 1)
+                u0 = torch.tanh(q_all[:, t])  # (B, A)
+                dv.addmm_(da0.t(), u0)
+                dq.addcmul_(da0, torch.addcmul(one, u0, u0, value=-1))
+            torch.mul(dq, v, out=dproj[:, t, :A])  # d q_t
         else:
             dproj[:, t, :A] = 0
 
@@ -353,9 +396,10 @@ class LSTMNLayer(nn.Module):
             nn.init.uniform_(p, -bound, bound)
 
     def forward(self, inp: Tensor, lower_h: Tensor | None, H0: Tensor, C0: Tensor, h_tilde0: Tensor,
-                start: Tensor | None, span: int) -> tuple[Tensor, Tensor, Tensor, Tensor]:
-        """inp (B, T, I), lower_h (B, T, H) or None, carried H0, C0 (B, S0, H), h_tilde0 (B, H)
-        -> hidden and memory tapes (B, S0 + T, H), h~ (B, T, H), attention weights (B, T, S0 + T)."""
+                start: Tensor | None, span: int, zero_slot: bool = False) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+        """inp (B, T, I), lower_h (B, T, H) or None, carried H0, C0 (B, S0, H), h_tilde0 (B, H), zero_slot
+        (``tape_start = "zero_slot"``) -> hidden and memory tapes (B, S0 + T, H), h~ (B, T, H), attention
+        weights (B, T, S0 + T) over the written slots."""
         Hd = self.hidden
         W_gh, W_gx = self.W.weight.split([Hd, self.W.in_features - Hd], dim=1)  # (7) on h~_t, on x_t
         W_in = torch.cat([self.W_x.weight, W_gx], dim=0)  # (A + 4H, I)
@@ -369,7 +413,7 @@ class LSTMNLayer(nn.Module):
         # under autocast: the recurrence in float32 (memread.modules.precision), on the compiled loops on the CPU
         return in_float32(
             _LSTMNLayerFunction.apply,
-            proj, H0, C0, K0, h_tilde0, W_f, b_f, self.W_h.weight, self.v, start, span, for_backward
+            proj, H0, C0, K0, h_tilde0, W_f, b_f, self.W_h.weight, self.v, start, span, for_backward, zero_slot
         )
 
 
@@ -377,12 +421,15 @@ class LSTMNLayer(nn.Module):
 
 
 def reference_layer(layer: LSTMNLayer, inp: Tensor, lower_h: Tensor | None, H0: Tensor, C0: Tensor,
-                    h_tilde0: Tensor, span: int) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+                    h_tilde0: Tensor, span: int, zero_slot: bool = False) -> tuple[Tensor, Tensor, Tensor, Tensor]:
     """Equations (4)-(9) for one text, one token at a time, as the paper writes them (``impl = "reference"``).
 
     inp (n, I): the layer's input x_t; lower_h (n, H): the layer below's h_t (deep attention) or None;
-    H0, C0 (n0, H): the carried slots of the hidden and memory tapes; h_tilde0 (H,): h~ before the text.
-    Returns the tapes (n0 + n, H) each, h~ (n, H) and the attention weights s^t (n, n0 + n).
+    H0, C0 (n0, H): the carried slots of the hidden and memory tapes; h_tilde0 (H,): h~ before the text;
+    zero_slot: ``tape_start = "zero_slot"``, the slot ``h_0 = c_0 = 0`` of the authors' code before the
+    written slots of every token's window (its key ``W_h h_0`` computed as written).
+    Returns the tapes (n0 + n, H) each, h~ (n, H) and the attention weights s^t (n, n0 + n) over the
+    written slots (with the zero slot they sum to 1 - s_0^t).
     """
     n, n0 = inp.size(0), H0.size(0)
     H_tape, C_tape = list(H0), list(C0)  # h_1 .. h_{t-1}, c_1 .. c_{t-1}
@@ -392,15 +439,22 @@ def reference_layer(layer: LSTMNLayer, inp: Tensor, lower_h: Tensor | None, H0: 
         x_t = inp[t]
         slots = list(range(max(0, len(H_tape) - span) if span else 0, len(H_tape)))  # the span's last slots
         s_t = inp.new_zeros(n0 + n)
-        if slots:
+        if slots or zero_slot:
             query = layer.W_x(x_t) + layer.W_h_tilde(h_tilde_prev)
             if layer.W_l is not None and lower_h is not None:
                 query = query + layer.W_l(lower_h[t])  # early version: W_l h_t^{k-1}
-            a_t = torch.stack([layer.v @ torch.tanh(layer.W_h(H_tape[i]) + query) for i in slots])  # (4)
+            h_read = [H_tape[i] for i in slots]  # the slots token t reads: (h_0 = 0,) h_lo .. h_{t-1}
+            c_read = [C_tape[i] for i in slots]
+            if zero_slot:
+                h_read, c_read = [inp.new_zeros(layer.hidden)] + h_read, [inp.new_zeros(layer.hidden)] + c_read
+            a_t = torch.stack([layer.v @ torch.tanh(layer.W_h(h_i) + query) for h_i in h_read])  # (4)
             s = torch.softmax(a_t, dim=0)  # (5)
-            h_tilde = sum(s[j] * H_tape[i] for j, i in enumerate(slots))  # (6)
-            c_tilde = sum(s[j] * C_tape[i] for j, i in enumerate(slots))  # (6)
-            s_t = F.pad(s, (slots[0], n0 + n - slots[-1] - 1))
+            h_tilde = sum(s_i * h_i for s_i, h_i in zip(s, h_read))  # (6)
+            c_tilde = sum(s_i * c_i for s_i, c_i in zip(s, c_read))  # (6)
+            if zero_slot:
+                s = s[1:]  # the written slots' weights
+            if slots:
+                s_t = F.pad(s, (slots[0], n0 + n - slots[-1] - 1))
         else:  # an empty tape: h~_t = c~_t = 0
             h_tilde = c_tilde = inp.new_zeros(layer.hidden)
         i_t, f_t, o_t, c_hat = layer.W(torch.cat([h_tilde, x_t])).chunk(4)  # (7)
@@ -427,6 +481,8 @@ class LSTMNReader(nn.Module):
         super().__init__()
         if cfg.hidden < 1 or cfg.layers < 1 or cfg.span < 0:
             raise MemreadError(f"reader lstmn: hidden and layers must be positive and span >= 0, got {cfg}")
+        if cfg.tape_start not in ("empty", "zero_slot"):
+            raise MemreadError(f"reader lstmn: tape_start must be 'empty' or 'zero_slot', got {cfg.tape_start!r}")
         self.cfg = cfg
         self.input_size = input_size
         self.output_size = cfg.hidden
@@ -499,7 +555,7 @@ class LSTMNReader(nn.Module):
         H_tapes, C_tapes, h_tildes = [], [], []
         for k, layer in enumerate(self.layers):
             H_tape, C_tape, h_tilde, s = layer(inp, lower_h, state["h"][k], state["c"][k], state["h_tilde"][k],
-                                               start, self.cfg.span)
+                                               start, self.cfg.span, self.cfg.tape_start == "zero_slot")
             H_tapes.append(H_tape)
             C_tapes.append(C_tape)
             h_tildes.append(h_tilde)
@@ -522,7 +578,7 @@ class LSTMNReader(nn.Module):
             for k, layer in enumerate(self.layers):
                 H_tape, C_tape, h_tilde, s = in_float32(  # in float32 under autocast, as the fast path
                     reference_layer, layer, inp, lower_h, state["h"][k, b, S0 - n0 :], state["c"][k, b, S0 - n0 :],
-                    state["h_tilde"][k, b], self.cfg.span)
+                    state["h_tilde"][k, b], self.cfg.span, self.cfg.tape_start == "zero_slot")
                 # back to the batch's coordinates: carried slots end at S0, padding is zero
                 H_tapes[k].append(F.pad(H_tape, (0, 0, S0 - n0, T - n)))
                 C_tapes[k].append(F.pad(C_tape, (0, 0, S0 - n0, T - n)))

@@ -36,11 +36,19 @@ attended vector is both an input of the LSTMN and combined with its output::
 Only the source *hidden* tape is read (``source_cells`` is ignored), and nothing of the source is
 written into the target memory except through the gates: that is what deep fusion adds.
 
-**Tapes and padding.** The target tape starts empty (``h~_0 = gamma~_0 = 0``; the first token has
-``h~_1 = c~_1 = 0``, as in the LSTMN reader). Target sequences are right-padded, so a real token at
-position ``t`` reads only slots ``< t``, which are real: padded target steps write slots nobody
-real reads. Padded source slots get exactly zero weight (and are zeroed once, so garbage there
-cannot leak); a row without any real source slot attends to nothing (``gamma~ = alpha~ = ctx = 0``).
+**Tapes and padding.** The target tape starts as the LSTMN reader's (``tape_start``, see
+:mod:`memread.readers.lstmn`): ``"empty"`` (the default; the paper's (6) sums over ``i = 1 .. t-1``,
+so the first token has ``h~_1 = c~_1 = 0``) or ``"zero_slot"`` (the authors' Torch code,
+``model/decoder_deep_w2v.lua``: the target tapes start with one slot ``h_0 = c_0 = 0``, key ``W_h 0 = 0``,
+which takes part in every token's intra-attention softmax (5) with the score ``v^T tanh(query)`` and adds
+nothing to (6); it is not on the returned tape ``memory``). Either way ``h~_0 = gamma~_0 = 0``. (The
+authors' decoder also attends over the encoder's zero slot in (10)-(12); here the source tapes are the
+encoder's written slots: the inter-attention is the same under both options.) The heads build the
+decoder with the default; ``FusionConfig(..., tape_start="zero_slot")`` selects the other.
+Target sequences are right-padded, so a real token at position ``t`` reads only slots ``< t``, which
+are real: padded target steps write slots nobody real reads. Padded source slots get exactly zero
+weight (and are zeroed once, so garbage there cannot leak); a row without any real source slot
+attends to nothing (``gamma~ = alpha~ = ctx = 0``).
 
 **Outputs.** ``forward`` returns a :class:`ReaderOutput`: ``states`` (B, T, H) the outputs above,
 ``memory`` (B, T, H) the target hidden tape ``h_1 .. h_T`` with ``memory_mask`` the target mask,
@@ -92,6 +100,8 @@ class FusionConfig:
     name: Literal["lstmn_shallow", "lstmn_deep"]
     hidden: PositiveInt = 300  # size of h_t, c_t and of both attention layers
     dropout: DropoutRate = 0.0  # on the decoder's outputs (states)
+    # the target tapes: "empty" (the paper's (6)) or "zero_slot" (the authors' code: h_0 = c_0 = 0 on the tape)
+    tape_start: Literal["empty", "zero_slot"] = "empty"
 
 
 def _write(buf: Tensor, n: int, value: Tensor, inplace: bool) -> Tensor:
@@ -159,31 +169,47 @@ class _TapeWrite(torch.autograd.Function):
         return None, None, None, dHC[:, n, :H], dHC[:, n, H:], dK[:, n]
 
 
+def _intra_weights(scores: Tensor, query: Tensor, v: Tensor, zero_slot: bool) -> tuple[Tensor, Tensor | None]:
+    """(5) over the written slots' scores (B, n) -> their weights (B, n), and with the zero slot first in
+    the softmax (its key ``W_h 0 = 0``: score ``v^T tanh(query)``) its weight (B, 1); else None."""
+    if not zero_slot:
+        return torch.softmax(scores, dim=-1), None
+    s = torch.softmax(torch.cat([(torch.tanh(query) @ v).unsqueeze(1), scores], dim=1), dim=-1)  # (B, 1 + n)
+    return s[:, 1:], s[:, :1]
+
+
 class _TapeRead(torch.autograd.Function):
-    """Intra-attention (4)-(6) over slots ``0 .. n-1`` of the tapes: query (B, H) = W_x x_t + W_h~ h~_{t-1},
-    v (H,) -> [h~_t | c~_t] (B, 2H); ``after`` is the token of the write of slot ``n - 1``."""
+    """Intra-attention (4)-(6) over slots ``0 .. n-1`` of the tapes (and the zero slot with ``zero_slot``):
+    query (B, H) = W_x x_t + W_h~ h~_{t-1}, v (H,) -> [h~_t | c~_t] (B, 2H); ``after`` is the token of the
+    write of slot ``n - 1``."""
 
     @staticmethod
-    def forward(ctx, tapes: _Tapes, n: int, after: Tensor, query: Tensor, v: Tensor) -> Tensor:
+    def forward(ctx, tapes: _Tapes, n: int, after: Tensor, query: Tensor, v: Tensor, zero_slot: bool = False) -> Tensor:
         t = torch.tanh(tapes.K[:, :n] + query.unsqueeze(1))  # (B, n, H)
-        s = torch.softmax(t @ v, dim=-1)  # (4), (5)  (B, n)
-        ctx.tapes, ctx.n, ctx.t, ctx.s = tapes, n, t, s
-        ctx.save_for_backward(v)
-        return torch.bmm(s.unsqueeze(1), tapes.HC[:, :n]).squeeze(1)  # (6)
+        s, s0 = _intra_weights(t @ v, query, v, zero_slot)  # (4), (5)  (B, n)
+        ctx.tapes, ctx.n, ctx.t, ctx.s, ctx.s0 = tapes, n, t, s, s0
+        ctx.save_for_backward(v, query)
+        return torch.bmm(s.unsqueeze(1), tapes.HC[:, :n]).squeeze(1)  # (6)  (the zero slot's value is 0)
 
     @staticmethod
     @once_differentiable
     def backward(ctx, d_out: Tensor):
-        tapes, n, t, s = ctx.tapes, ctx.n, ctx.t, ctx.s
-        (v,) = ctx.saved_tensors
+        tapes, n, t, s, s0 = ctx.tapes, ctx.n, ctx.t, ctx.s, ctx.s0
+        v, query = ctx.saved_tensors
         dHC, dK = tapes.grads()
         ds = torch.bmm(tapes.HC[:, :n], d_out.unsqueeze(2)).squeeze(2)  # (6) -> d s  (B, n)
         dHC[:, :n].baddbmm_(s.unsqueeze(2), d_out.unsqueeze(1))  # (6) -> d [h_i | c_i] += s_i d_out
-        da = s * (ds - (s * ds).sum(1, keepdim=True))  # (5) softmax
+        sds = (s * ds).sum(1, keepdim=True)  # (B, 1); the zero slot's d s_0 = 0 (its value is 0)
+        da = s * (ds - sds)  # (5) softmax
         d_pre = torch.ops.aten.tanh_backward(da.unsqueeze(2) * v, t)  # (4) d (W_h h_i + query)  (B, n, H)
         dK[:, :n].add_(d_pre)
         dv = da.reshape(1, -1).mm(t.reshape(-1, t.size(2))).squeeze(0)  # (4) d v = sum_(b, i) da_i t_i
-        return None, None, None, d_pre.sum(1), dv
+        d_query = d_pre.sum(1)
+        if s0 is not None:  # the zero slot's score v^T tanh(query): da_0 = -s_0 sum_i s_i ds_i
+            da0, t0 = -s0 * sds, torch.tanh(query)  # (B, 1), (B, H)
+            d_query = d_query + torch.ops.aten.tanh_backward(da0 * v, t0)
+            dv = dv + (da0 * t0).sum(0)
+        return None, None, None, d_query, dv, None
 
 
 class _TapeView(torch.autograd.Function):
@@ -220,6 +246,8 @@ class LSTMNFusionDecoder(nn.Module):
             raise MemreadError(f"fusion decoder: name must be 'lstmn_shallow' or 'lstmn_deep', got {cfg.name!r}")
         if cfg.hidden < 1:
             raise MemreadError(f"fusion decoder: hidden must be positive, got {cfg.hidden}")
+        if cfg.tape_start not in ("empty", "zero_slot"):
+            raise MemreadError(f"fusion decoder: tape_start must be 'empty' or 'zero_slot', got {cfg.tape_start!r}")
         self.deep = cfg.name == "lstmn_deep"
         if self.deep and source_size != cfg.hidden:
             raise MemreadError(f"deep fusion writes the source memory tape into the target memory (eq. 14): the "
@@ -328,7 +356,7 @@ class LSTMNFusionDecoder(nn.Module):
 
         The target tapes are ``st["HC"]``, ``st["K"]`` (see :func:`_write`), or, in a teacher-forced
         reading under autograd, ``st["tape"]``: a :class:`_Tapes` and the token of its last write."""
-        H = self.cfg.hidden
+        H, zero_slot = self.cfg.hidden, self.cfg.tape_start == "zero_slot"
         n, HC, K, tape = st["n"], st["HC"], st["K"], st.get("tape")
         src, src_keys = st["src"], st["src_keys"]
 
@@ -343,12 +371,12 @@ class LSTMNFusionDecoder(nn.Module):
             return p, torch.bmm(p.unsqueeze(1), src).squeeze(1)
 
         def intra(query: Tensor) -> Tensor:  # (4)-(6): [h~_t | c~_t]  (B, 2H)
-            if n == 0:
+            if n == 0:  # (with the zero slot: all the weight on it, and its value is 0)
                 return query.new_zeros(query.size(0), 2 * H)
             if tape is not None:
-                return _TapeRead.apply(tape[0], n, tape[1], query, self.v)
+                return _TapeRead.apply(tape[0], n, tape[1], query, self.v, zero_slot)
             a = torch.tanh(first(K) + query.unsqueeze(1)) @ self.v  # (4)  (B, n)
-            s = torch.softmax(a, dim=-1)  # (5)
+            s, _ = _intra_weights(a, query, self.v, zero_slot)  # (5)
             return torch.bmm(s.unsqueeze(1), first(HC)).squeeze(1)  # (6)
 
         if self.deep:
