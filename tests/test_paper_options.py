@@ -304,3 +304,19 @@ def test_configs_and_run_directories_without_the_key_keep_the_default(fixtures, 
     for split in ("valid", "test"):
         for key, value in expected[split].items():
             assert got[split][key] == pytest.approx(value, rel=1e-6), (split, key)
+
+
+@pytest.mark.parametrize("data, head", [({"name": "snli"}, {"name": "pair", "encoder": "deep_fusion", "emb": 8}),
+                                        ({"name": "snli"}, {"name": "pair", "encoder": "shallow_fusion", "emb": 8}),
+                                        ({"name": "iwslt14"}, {"name": "lstmn_deep", "emb": 8, "tgt_emb": 8})])
+def test_the_fusion_decoders_tape_starts_as_the_readers(fixtures, data, head):
+    from memread.config import experiment_from_dict
+    from memread.readers.lstmn_fusion import LSTMNFusionDecoder
+    from memread.tasks import Task
+
+    for start in ("empty", "zero_slot"):
+        cfg = experiment_from_dict({"data": data, "reader": {"name": "lstmn", "hidden": 8, "tape_start": start},
+                                    "head": head}, "t")
+        model = Task(cfg, fixtures).build_model(1)
+        decoders = [m for m in model.modules() if isinstance(m, LSTMNFusionDecoder)]
+        assert len(decoders) == 1 and decoders[0].cfg.tape_start == start

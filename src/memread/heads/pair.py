@@ -157,7 +157,8 @@ def build_pair_head(cfg: PairHeadConfig, reader_cfg, pipeline) -> PairClassifier
         second = build_reader(dataclasses.replace(reader_cfg, shared=1), cfg.emb)
     elif cfg.encoder in FUSION:
         first = build_reader(reader_cfg, cfg.emb)
-        second = LSTMNFusionDecoder(FusionConfig(FUSION[cfg.encoder], hidden=reader_cfg.hidden), cfg.emb, first.output_size)
+        second = LSTMNFusionDecoder(FusionConfig(FUSION[cfg.encoder], hidden=reader_cfg.hidden,
+                                                 tape_start=getattr(reader_cfg, "tape_start", "empty")), cfg.emb, first.output_size)
     else:
         first = build_reader(reader_cfg, cfg.emb)
         second = build_reader(reader_cfg, cfg.emb) if cfg.encoder != "siamese" else None

@@ -174,5 +174,6 @@ def build_nse_translator(cfg: NSEDecoderHeadConfig, reader_cfg, pipeline) -> Tra
 def build_fusion_translator(cfg: FusionHeadConfig, reader_cfg, pipeline) -> Translator:
     _check_vectors(cfg, pipeline)
     encoder = build_reader(reader_cfg, cfg.emb)
-    decoder = LSTMNFusionDecoder(FusionConfig(cfg.name, reader_cfg.hidden), cfg.tgt_emb, encoder.output_size)
+    decoder = LSTMNFusionDecoder(FusionConfig(cfg.name, reader_cfg.hidden, tape_start=getattr(reader_cfg, "tape_start", "empty")), cfg.tgt_emb,
+                                 encoder.output_size)  # the decoder's tape starts as the encoder's
     return _translator(cfg, encoder, decoder, "tape", reader_cfg, pipeline)

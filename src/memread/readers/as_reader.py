@@ -7,6 +7,11 @@ concatenated (``g(q)``); one dot-product attention over the document encodings `
     s_i = softmax_i f_i(d) . g(q)          P(w | q, d) = sum_{i in I(w, d)} s_i   (pointer-sum)
 
 It has no parameters of its own: everything it learns is in the embeddings and the two encoders.
+
+**Training objective.** The paper (and its code, ``rkadlec/asreader``) maximises log P(a | q, d), the
+attention summed over the answer's positions out of the whole document: ``[criterion] normalize =
+"document"``. memread's default, kept for the runs already recorded, renormalises over the candidates
+(``normalize = "candidates"``, the Stanford reader's choice); :mod:`memread.criteria.cloze` has both.
 """
 
 from __future__ import annotations
