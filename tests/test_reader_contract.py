@@ -27,6 +27,8 @@ SMALL = {  # name -> small config kwargs
     "lstm": dict(hidden=6),
     "gru": dict(hidden=6),
     "rnn": dict(hidden=6),
+    "gflstm": dict(hidden=5, layers=3),
+    "dglstm": dict(hidden=5, layers=3),
     "doc_lstm": dict(hidden=6),
     "attention": dict(hidden=6, window=3),
     "kv": dict(hidden=8, window=3),

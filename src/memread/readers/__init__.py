@@ -15,7 +15,9 @@ from typing import Any, Callable
 
 from memread.readers.base import ReaderOutput, detach_state
 from memread.readers.attention_lm import AttentionLMConfig, build_attention_lm_reader
+from memread.readers.depth_gated import DGLSTMConfig, build_dglstm_reader
 from memread.readers.doc_lstm import DocLSTMConfig, build_doc_lstm_reader
+from memread.readers.gated_feedback import GFLSTMConfig, build_gflstm_reader
 from memread.readers.key_value import KeyValueConfig, build_key_value_reader
 from memread.readers.key_value_predict import KeyValuePredictConfig, build_key_value_predict_reader
 from memread.readers.lstmn import LSTMNConfig, build_lstmn_reader
@@ -44,6 +46,11 @@ READERS: dict[str, ReaderSpec] = {
     "lstm": ReaderSpec(RNNReaderConfig, build_rnn_reader, "LSTM (torch's fused nn.LSTM)", carries_state=True),
     "gru": ReaderSpec(RNNReaderConfig, build_rnn_reader, "GRU (torch's fused nn.GRU)", carries_state=True),
     "rnn": ReaderSpec(RNNReaderConfig, build_rnn_reader, "tanh RNN (torch's fused nn.RNN)", carries_state=True),
+    # the deep LSTM baselines of the LSTMN paper's Table 1 (sLSTM is "lstm" with layers = 3)
+    "gflstm": ReaderSpec(GFLSTMConfig, build_gflstm_reader, "gated-feedback LSTM: every layer reads all layers' previous states through global reset gates (Chung et al. 2015)",
+                carries_state=True),
+    "dglstm": ReaderSpec(DGLSTMConfig, build_dglstm_reader, "depth-gated LSTM: a depth gate links each layer's memory cell to the cell above (Yao et al. 2015)",
+                carries_state=True),
     # Daniluk et al. (2017): LSTM LMs over a window of their previous L outputs, and their baseline
     "doc_lstm": ReaderSpec(DocLSTMConfig, build_doc_lstm_reader, "LSTM LM baseline of Daniluk et al. 2017: fused nn.LSTM, their init, resets at document starts",
                 resets=True, carries_state=True),
