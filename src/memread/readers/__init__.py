@@ -18,10 +18,12 @@ from memread.readers.attention_lm import AttentionLMConfig, build_attention_lm_r
 from memread.readers.depth_gated import DGLSTMConfig, build_dglstm_reader
 from memread.readers.doc_lstm import DocLSTMConfig, build_doc_lstm_reader
 from memread.readers.gated_feedback import GFLSTMConfig, build_gflstm_reader
+from memread.readers.hornn import HORNNConfig, build_hornn_reader
 from memread.readers.key_value import KeyValueConfig, build_key_value_reader
 from memread.readers.key_value_predict import KeyValuePredictConfig, build_key_value_predict_reader
 from memread.readers.lstmn import LSTMNConfig, build_lstmn_reader
 from memread.readers.nse import NSEConfig, build_nse_reader
+from memread.readers.recurrent_memory import RecurrentMemoryConfig, build_recurrent_memory_reader
 from memread.readers.ngram_rnn import NGramRNNConfig, build_ngram_rnn_reader
 from memread.readers.rnn import RNNReaderConfig, build_rnn_reader
 
@@ -61,6 +63,13 @@ READERS: dict[str, ReaderSpec] = {
     "kvp": ReaderSpec(KeyValuePredictConfig, build_key_value_predict_reader, "key-value-predict attention over the previous L outputs (Daniluk et al. 2017, eq. 11-12)",
                 resets=True, carries_state=True),
     "ngram": ReaderSpec(NGramRNNConfig, build_ngram_rnn_reader, "N-gram RNN: next word from parts of the last N-1 outputs (Daniluk et al. 2017, eq. 13)",
+                resets=True, carries_state=True),
+    # the baselines Daniluk et al. (2017) compare against (Figure 2a/2c/2d)
+    "rm": ReaderSpec(RecurrentMemoryConfig, build_recurrent_memory_reader,
+                "RM(+tM-g): LSTM + Memory Block over the last n input words, temporal matrix, gating (Tran et al. 2016)",
+                resets=True, carries_state=True),
+    "hornn": ReaderSpec(HORNNConfig, build_hornn_reader,
+                "higher order RNN, FOFE or gated pooling of the last N states (Soltani & Jiang 2016)",
                 resets=True, carries_state=True),
     "lstmn": ReaderSpec(LSTMNConfig, build_lstmn_reader, "LSTMN: LSTM with hidden and memory tapes and intra-attention (Cheng et al. 2016)",
                 memory_tape=True, carries_state=True),
