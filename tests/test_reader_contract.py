@@ -36,6 +36,8 @@ SMALL = {  # name -> small config kwargs
     "ngram": dict(hidden=6, n=3),
     "lstmn": dict(hidden=5, layers=2, span=3, deep_attention=True),
     "nse": dict(hidden=5, layers=2, shared=1),
+    "rm": dict(hidden=6, window=3),
+    "hornn": dict(hidden=6, variant="gated"),
 }
 NAMES = sorted(READERS)
 ATOL = 1e-8  # float64
