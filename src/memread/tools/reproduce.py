@@ -170,7 +170,10 @@ ON_PTB = "PTB"
 
 
 def _daniluk_exps(model: str) -> tuple[str, ...]:
-    """The PTB runs of a Figure 2 model (``attention-L10``, ``ngram-N4``, ``lstm``) in results.jsonl."""
+    """The PTB runs of a Figure 2 model (``attention-L10``, ``ngram-N4``, ``lstm``) in results.jsonl; the
+    baselines added with issue 22 (``rm-L*``, ``*-hornn``) have configs but no run yet."""
+    if model.startswith("rm-") or model.endswith("-hornn"):
+        return ()
     exps = [f"ptb-daniluk-{model}-1epoch"]
     if model in ("lstm", "attention-L10", "kv-L10", "kvp-L5", "ngram-N4"):
         exps.append(f"ptb-daniluk-{model}-5ep")
@@ -245,9 +248,9 @@ ROWS: list[Row] = [
     _lstmn_t1("rnn", "RNN (1 layer)", 129, "configs/ptb/rnn.toml", ["ptb-rnn-1x300-partial-7-epochs"]),
     _lstmn_t1("lstm", "LSTM (1 layer)", 115, "configs/ptb/lstm.toml", ["ptb-lstm-1x300"]),
     _lstmn_t1("lstmn", "LSTMN (1 layer)", 108, "configs/ptb/lstmn.toml", ["ptb-lstmn-1x300", "ptb-lstmn-1x300-span3"]),
-    _lstmn_t1("slstm-3layer", "sLSTM (3 layers)", 115),
-    _lstmn_t1("glstm-3layer", "gLSTM (3 layers)", 107),
-    _lstmn_t1("dlstm-3layer", "dLSTM (3 layers)", 109),
+    _lstmn_t1("slstm-3layer", "sLSTM (3 layers)", 115, "configs/ptb/slstm-3layer.toml"),
+    _lstmn_t1("glstm-3layer", "gLSTM (3 layers)", 107, "configs/ptb/gflstm-3layer.toml"),
+    _lstmn_t1("dlstm-3layer", "dLSTM (3 layers)", 109, "configs/ptb/dglstm-3layer.toml"),
     _lstmn_t1("lstmn-3layer", "LSTMN (3 layers)", 102, "configs/ptb/lstmn-3layer.toml",
               ["ptb-lstmn-3x300-span3-9epochs", "ptb-lstmn-3x300-span3"]),
     # ---------------------------------------------------------------- LSTMN, Table 2: SST test accuracy (fine, binary)
@@ -338,7 +341,7 @@ ROWS: list[Row] = [
     *_nse_t5("nse-nse", "NSE-NSE (Shared memory access)", 29.89, 18.53, 17.93, f"{_IWSLT}/nse-nse.toml",
              ["iwslt-nse-nse-e8", "iwslt-nse-nse-e20"]),
     # ------------------------------------------------------------ Daniluk et al., Figure 2a: test ppl by window size
-    *_daniluk_f2a("rm", "RM(+tM-g) (Tran et al., 2016)", None, (83.5, 80.5, 80.3, 80.1)),
+    *_daniluk_f2a("rm", "RM(+tM-g) (Tran et al., 2016)", "rm", (83.5, 80.5, 80.3, 80.1)),
     *_daniluk_f2a("attention", "Attention", "attention", (82.2, 82.2, 82.0, 82.8)),
     *_daniluk_f2a("kv", "Key-Value", "kv", (78.7, 79.0, 78.2, 78.9)),
     *_daniluk_f2a("kvp", "Key-Value-Predict", "kvp", (76.1, 75.8, 76.0, 75.8)),
@@ -350,9 +353,11 @@ ROWS: list[Row] = [
     # ------------------------------------------------------------ Figure 2c: models at their best window (dev, test)
     *_daniluk_f2bc("Figure 2c", "rnn", "RNN", 121.7, 125.7),
     *_daniluk_f2bc("Figure 2c", "lstm", "LSTM", 83.2, 85.2, "lstm"),
-    *_daniluk_f2bc("Figure 2c", "fofe-hornn", "FOFE HORNN (3rd order) (Soltani & Jiang, 2016)", 116.7, 120.5),
-    *_daniluk_f2bc("Figure 2c", "gated-hornn", "Gated HORNN (3rd order) (Soltani & Jiang, 2016)", 93.9, 97.1),
-    *_daniluk_f2bc("Figure 2c", "rm", "RM(+tM-g) (Tran et al., 2016), a = 15", 78.2, 80.1),
+    *_daniluk_f2bc("Figure 2c", "fofe-hornn", "FOFE HORNN (3rd order) (Soltani & Jiang, 2016)", 116.7, 120.5,
+                   model="fofe-hornn"),
+    *_daniluk_f2bc("Figure 2c", "gated-hornn", "Gated HORNN (3rd order) (Soltani & Jiang, 2016)", 93.9, 97.1,
+                   model="gated-hornn"),
+    *_daniluk_f2bc("Figure 2c", "rm", "RM(+tM-g) (Tran et al., 2016), a = 15", 78.2, 80.1, model="rm-L15"),
     *_daniluk_f2bc("Figure 2c", "attention", "Attention, a = 10", 80.6, 82.0, "attention-L10"),
     *_daniluk_f2bc("Figure 2c", "kv", "Key-Value, a = 10", 77.1, 78.2, "kv-L10"),
     *_daniluk_f2bc("Figure 2c", "kvp", "Key-Value-Predict, a = 5", 74.2, 75.8, "kvp-L5"),
