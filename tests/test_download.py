@@ -4,6 +4,8 @@ For every dataset of the catalog, a small archive in the real one's format (zip 
 names, a few lines per member, decoys that must not be taken) is served from the loopback server
 (``MEMREAD_DOWNLOAD_BASE``), downloaded with checksums computed from the fixture, and then read by
 memread's own reader for that dataset from the data root, so the layout is proven, not assumed.
+IWSLT14 is fetched as 12 plain files (pcyin/pytorch_nmt's raw-file URLs, served under the same path
+from the loopback server), and read back by the IWSLT reader and the ``iwslt14`` pipeline.
 
 A download that fails in any way (HTTP error, refused connection, not an archive, checksum mismatch,
 missing member, truncated archive, an interrupt) leaves the data root's datasets exactly as they were,
@@ -33,6 +35,7 @@ from memread.cli import main
 from memread.data import catalog
 from memread.data import download as dl
 from memread.data.babi import TASK_NAMES, babi_path, read_babi
+from memread.data.iwslt import LANGS, read_iwslt
 from memread.errors import MemreadError
 
 SPLITS = ("train", "valid", "test")
@@ -128,8 +131,37 @@ def cnn_members(fixtures) -> dict[str, bytes]:
             "cnn/questions/test/../../../escaped.question": q1}  # a hostile name: never written
 
 
+IWSLT = "iwslt14-de-en"
+IWSLT_FILES = catalog._IWSLT_FILES  # train, valid, test x de, en x raw, .wmixerprep
+RAW_BASE = f"/pcyin/pytorch_nmt/{catalog._PYTORCH_NMT}/data"  # the path of the raw.githubusercontent.com URLs
+
+
+def iwslt_files(fixtures) -> dict[str, bytes]:
+    """The 12 files of pytorch_nmt's data/ folder: valid and test from the fixtures, a train made of their
+    lines (45), and each ``.wmixerprep`` the raw file with the words seen once in train (per language) as <unk>."""
+    d = fixtures / "iwslt14-de-en"
+    lines = {(s, lang): (d / f"{s}.de-en.{lang}").read_text(encoding="utf-8").splitlines()
+             for s in ("valid", "test") for lang in LANGS}
+    for lang in LANGS:
+        lines["train", lang] = (lines["valid", lang] + lines["test", lang])[::-1] + lines["valid", lang]
+    files = {}
+    for lang in LANGS:
+        counts: dict[str, int] = {}
+        for line in lines["train", lang]:
+            for w in line.split():
+                counts[w] = counts.get(w, 0) + 1
+        for s in SPLITS:
+            raw = lines[s, lang]
+            mapped = [" ".join(w if counts.get(w, 0) >= 2 else "<unk>" for w in line.split()) for line in raw]
+            files[f"{s}.de-en.{lang}"] = ("\n".join(raw) + "\n").encode()
+            files[f"{s}.de-en.{lang}.wmixerprep"] = ("\n".join(mapped) + "\n").encode()
+    assert sorted(files) == sorted(IWSLT_FILES) and b"<unk>" in files["test.de-en.de.wmixerprep"]
+    return files
+
+
 def dataset_archives(fixtures) -> dict[str, dict[str, bytes]]:
-    """Each downloadable dataset's fixture archive members, named as in the real archive."""
+    """Each downloadable dataset's fixture archive members, named as in the real archive (for a dataset
+    of plain files, IWSLT14: its files, by name)."""
     f = fixtures
     wikiqa = {f"WikiQACorpus/WikiQA-{s}{x}": (f / "wikiqa" / f"WikiQA-{s}{x}").read_bytes()
               for s in ("train", "dev", "test") for x in (".tsv", ".ref")}
@@ -163,6 +195,7 @@ def dataset_archives(fixtures) -> dict[str, dict[str, bytes]]:
         "cbt": cbt_members(f),
         "cnn": cnn_members(f),
         "imdb-acl": imdb_members(),
+        IWSLT: iwslt_files(f),
     }
 
 
@@ -411,6 +444,27 @@ def read_back(name: str, root: Path, fixtures: Path) -> None:
         assert [len(load_cnn(cfg, root, s)[s]) for s in SPLITS] == [2, 1, 2]
         assert sorted(p.name for p in (root / "cnn" / "questions" / "test").iterdir()) == ["0001.question", "0002.question"]
         assert not list(root.parent.rglob("escaped.question")) and not (root / "cnn" / "stories").exists()
+    elif name == IWSLT:
+        from memread.data.pipelines import DATASETS as PIPELINES
+
+        expected = root.parent / "iwslt-expected"  # the fixture files as they are, plain, as a second data root
+        if not expected.exists():
+            (expected / IWSLT).mkdir(parents=True)
+            for f, data in iwslt_files(fixtures).items():
+                (expected / IWSLT / f).write_bytes(data)
+        assert sorted(p.name for p in (root / IWSLT).iterdir()) == sorted(f + ".gz" for f in IWSLT_FILES)
+        for s in SPLITS:
+            for source in LANGS:
+                for unk in (False, True):
+                    got = read_iwslt(root, s, source, unk_mapped=unk, max_len=0)
+                    assert got == read_iwslt(expected, s, source, unk_mapped=unk, max_len=0) and got[0]
+        spec = PIPELINES["iwslt14"]  # the pipeline of configs/translation: the train file, and by default valid
+        pipe = spec.build(spec.Config(unk_mapped=True, train_file="train", dev_fraction=0.0), root, None)
+        assert pipe.pairs("train") == read_iwslt(expected, "train", unk_mapped=True)[0]
+        assert pipe.pairs("test") == read_iwslt(expected, "test", unk_mapped=True)[0]
+        assert len(pipe.batches("train", 4)) and "<unk>" in pipe.src_vocab.stoi
+        default = spec.build(spec.Config(), root, None)
+        assert default.pairs("test") == read_iwslt(expected, "test")[0] and default.batches("train", 4)
     elif name == "imdb-acl":
         from memread.data.documents import ACL_IMDB_FILE, read_acl_imdb
 
@@ -438,18 +492,23 @@ def test_download_lays_out_every_dataset_as_its_reader_expects(name, server, ser
     members = dataset_archives(fixtures)[name]
     spec = fixture_spec(name, members)
     monkeypatch.setitem(catalog.DATASETS, name, spec)
-    served.files[spec.archive] = pack(name, members)
+    if spec.kind == "files":  # each file on its own, as $MEMREAD_DOWNLOAD_BASE/<file name>
+        served.files.update(members)
+        fetched = [f"/mirror/{urllib.parse.quote(m.source)}" for m in spec.members]
+    else:
+        served.files[spec.archive] = pack(name, members)
+        fetched = [f"/mirror/{urllib.parse.quote(spec.archive)}"]
     monkeypatch.setenv(dl.BASE_ENV, server + "/mirror")
     root = tmp_path / "data"  # not there yet: made by the download
     assert main(["data", "download", name, "--data-root", str(root)]) == 0
     assert f"{name}: ready in {root / spec.folder}" in capsys.readouterr().out
-    assert [p for p, _ in served.requests] == [f"/mirror/{urllib.parse.quote(spec.archive)}"]
+    assert [p for p, _ in served.requests] == fetched
     assert sorted(p.name for p in root.iterdir()) == [spec.folder.split("/")[0]]  # no .downloads, no temporary folder
     read_back(name, root, fixtures)
     assert dl.status(spec, root)["state"] == "complete"
     # a second run finds everything in place: no fetch
     assert main(["data", "download", name, "--data-root", str(root)]) == 0
-    assert len(served.requests) == 1
+    assert len(served.requests) == len(fetched)
 
 
 @pytest.mark.parametrize("name", ["sst", "babi-en-v1.1", "glove", "cnn", "imdb-acl"])
@@ -595,12 +654,187 @@ def test_checksum_mismatch_names_both_sums_and_no_verify_accepts(server, archive
     assert (tmp_path / "ptb" / "ptb.test.txt").is_file()
 
 
-def test_a_dataset_without_a_download_says_why(tmp_path, capsys):
-    assert main(["data", "download", "iwslt14-de-en", "--data-root", str(tmp_path / "data")]) == 2
+def test_a_dataset_without_a_download_says_why(tmp_path, monkeypatch, capsys):
+    # every dataset in the catalog has a download now (IWSLT14 no longer needs Moses); the mechanism stays
+    assert not any(d.manual for d in catalog.DATASETS.values())
+    monkeypatch.setitem(catalog.DATASETS, "ptb", replace(catalog.DATASETS["ptb"], manual="ask the LDC for it"))
+    assert main(["data", "download", "ptb", "--data-root", str(tmp_path / "data")]) == 2
     line = capsys.readouterr().err.strip()
-    assert line.startswith("memread: error: iwslt14-de-en: no download:") and "\n" not in line
-    assert "Moses" in line and "prepareData.sh" in line
+    assert line == "memread: error: ptb: no download: ask the LDC for it"
     assert not (tmp_path / "data").exists()
+    assert main(["data", "list", "--data-root", str(tmp_path / "data")]) == 0
+    out = capsys.readouterr().out
+    assert re.search(r"^ptb\s+ptb/\s+missing\s+none \(see below\)", out, re.M)
+    assert "ptb: no download: ask the LDC" in out
+
+
+# ----------------------------------------------------------------------------- IWSLT14: plain files, one by one
+
+
+@pytest.fixture
+def fixture_iwslt(fixtures, served, monkeypatch) -> dict[str, bytes]:
+    """The 12 fixture files served (by name, under any path), and the catalog entry pinning the 8 valid and
+    test files to their sha256 (train unpinned, as in the catalog)."""
+    files = iwslt_files(fixtures)
+    monkeypatch.setitem(catalog.DATASETS, IWSLT, fixture_spec(IWSLT, files))
+    served.files.update(files)
+    return files
+
+
+def iwslt_download(root: Path, base: str, *extra: str) -> int:
+    return main(["data", "download", IWSLT, "--data-root", str(root), "--url", base, *extra])
+
+
+def test_the_iwslt14_entry_is_pytorch_nmts_files_at_the_manifests_commit(monkeypatch):
+    monkeypatch.delenv(dl.BASE_ENV, raising=False)
+    spec = catalog.DATASETS[IWSLT]
+    assert spec.kind == "files" and not spec.manual and spec.check == "iwslt" and spec.size_estimated
+    assert [m.source for m in spec.members] == list(IWSLT_FILES) and len(IWSLT_FILES) == 12
+    urls = [dl.file_url(dl.files_base(spec), m) for m in spec.members]
+    assert urls[0] == ("https://raw.githubusercontent.com/pcyin/pytorch_nmt/bf28dae8a4c71e1f3f3fcb51e989fab905886f44"
+                       "/data/train.de-en.de")
+    assert urls[-1].endswith("/data/test.de-en.en.wmixerprep")
+    pins = {m.path: m.sha256 for m in spec.members}
+    assert {f: sha for f, sha in pins.items() if sha} == catalog._IWSLT and len(catalog._IWSLT) == 8
+    assert all(pins[f] is None for f in IWSLT_FILES if f.startswith("train."))
+    assert all(m.gzip for m in spec.members)  # the benchmark layout: {split}.de-en.{lang}[.wmixerprep].gz
+    assert "train files" in spec.note and "no pinned checksum" in spec.note
+    assert "pcyin/pytorch_nmt" in spec.note and "not a re-run of MIXER" in spec.note
+    assert "CC BY 4.0" in spec.license and "TED" in spec.license
+    assert "estimate" in spec.note
+
+
+def test_iwslt14_is_fetched_file_by_file_from_the_raw_urls(server, served, fixture_iwslt, tmp_path, fixtures, capsys):
+    root, base = tmp_path / "data", server + RAW_BASE
+    assert iwslt_download(root, base) == 0
+    assert f"{IWSLT}: ready in {root / IWSLT}" in capsys.readouterr().out
+    assert [p for p, _ in served.requests] == [f"{RAW_BASE}/{f}" for f in IWSLT_FILES]
+    assert all("Range" not in h for _, h in served.requests)
+    for f, data in fixture_iwslt.items():  # written gzipped, byte for byte the fetched file inside
+        assert gzip.decompress((root / IWSLT / (f + ".gz")).read_bytes()) == data
+    assert sorted(p.name for p in root.iterdir()) == [IWSLT]  # no .downloads, no temporary folder
+    read_back(IWSLT, root, fixtures)
+
+
+def test_iwslt14_files_already_there_are_kept_and_not_fetched(server, served, fixture_iwslt, tmp_path, fixtures):
+    root, base = tmp_path / "data", server + RAW_BASE
+    (root / IWSLT).mkdir(parents=True)  # the benchmark data's valid and test, gzipped; train missing
+    for f in IWSLT_FILES[4:]:
+        (root / IWSLT / (f + ".gz")).write_bytes(gzip.compress(fixture_iwslt[f], mtime=0))
+    before = snapshot(root)
+    assert dl.status(catalog.DATASETS[IWSLT], root)["state"] == "partial"
+    assert iwslt_download(root, base) == 0
+    assert [p for p, _ in served.requests] == [f"{RAW_BASE}/{f}" for f in IWSLT_FILES[:4]]
+    after = snapshot(root)
+    assert all(after[k] == v for k, v in before.items())
+    read_back(IWSLT, root, fixtures)
+
+
+def _drop_last_line(data: bytes) -> bytes:
+    return b"".join(data.splitlines(keepends=True)[:-1])
+
+
+def _edit_line(data: bytes, n: int, edit) -> bytes:
+    lines = data.decode().split("\n")
+    lines[n - 1] = edit(lines[n - 1].split())
+    return "\n".join(lines).encode()
+
+
+IWSLT_BAD = {  # what is changed in the served file, and what the refusal says
+    "checksum": ("valid.de-en.de", lambda d: d.replace(b"vielen dank", b"danke", 1), "valid.de-en.de has sha256"),
+    "truncated-pinned": ("test.de-en.en", lambda d: d[: len(d) // 2], "test.de-en.en has sha256"),
+    "line-count": ("train.de-en.en", _drop_last_line,
+                   "train is not line-aligned: train.de-en.de has 45 lines, train.de-en.de.wmixerprep has 45 lines, "
+                   "train.de-en.en has 44 lines"),
+    "line-count-mapped": ("train.de-en.de.wmixerprep", lambda d: d + b"ein satz mehr .\n",
+                          "train.de-en.de.wmixerprep has 46 lines"),
+    "word-count": ("train.de-en.en.wmixerprep", lambda d: _edit_line(d, 2, lambda w: " ".join(w[1:])),
+                   "train.de-en.en.wmixerprep:2 has"),
+    "not-unk": ("train.de-en.de.wmixerprep", lambda d: _edit_line(d, 3, lambda w: " ".join(["anders"] + w[1:])),
+                "train.de-en.de.wmixerprep:3: word 1 is 'anders'"),
+    "truncated-train": ("train.de-en.de", lambda d: d[:-1], "train.de-en.de:45: the file does not end with a newline"),
+    "not-utf8": ("train.de-en.en", lambda d: d.replace(b"you", b"y\xffu", 1), "not UTF-8"),
+}
+
+
+@pytest.mark.parametrize("kind", IWSLT_BAD)
+@pytest.mark.parametrize("state", ["no-root", "partial"])
+def test_a_bad_iwslt14_file_is_refused_and_nothing_is_written(kind, state, server, served, fixture_iwslt, tmp_path,
+                                                              capsys):
+    name, change, phrase = IWSLT_BAD[kind]
+    served.files[name] = change(fixture_iwslt[name])
+    assert served.files[name] != fixture_iwslt[name]
+    root, base = tmp_path / "data", server + RAW_BASE
+    prepare(root, state)
+    before = snapshot(root)
+    assert iwslt_download(root, base) == 2
+    line = one_error_line(capsys.readouterr().err, base)
+    assert phrase in line and "nothing was written" in line and "--no-verify" in line
+    assert snapshot(root) == before  # no iwslt14-de-en/, no .downloads (the bad files are fetched again next time)
+    if kind == "line-count-mapped":  # --no-verify takes the files as they are
+        assert iwslt_download(root, base, "--no-verify") == 0
+        assert gzip.decompress((root / IWSLT / "train.de-en.de.wmixerprep.gz").read_bytes()) == served.files[name]
+
+
+def test_a_missing_iwslt14_file_keeps_the_others_for_the_next_run(server, served, fixture_iwslt, tmp_path, fixtures,
+                                                                   capsys):
+    root, base = tmp_path / "data", server + RAW_BASE
+    del served.files["valid.de-en.en"]
+    assert iwslt_download(root, base) == 2
+    assert "HTTP 404" in one_error_line(capsys.readouterr().err, base + "/valid.de-en.en")
+    assert sorted(snapshot(root)) == [dl.DOWNLOADS] + sorted(f"{dl.DOWNLOADS}/{IWSLT}-{f}.part{x}"
+                                                             for f in IWSLT_FILES[:6] for x in ("", ".json"))
+    served.files["valid.de-en.en"] = fixture_iwslt["valid.de-en.en"]
+    n = len(served.requests)
+    assert iwslt_download(root, base) == 0
+    assert [p for p, _ in served.requests[n:]] == [f"{RAW_BASE}/{f}" for f in IWSLT_FILES[6:]]
+    assert sorted(p.name for p in root.iterdir()) == [IWSLT]
+    read_back(IWSLT, root, fixtures)
+
+
+def test_a_cut_iwslt14_file_is_continued_with_a_range_request(server, served, fixture_iwslt, tmp_path, fixtures,
+                                                              capsys):
+    root, base, name = tmp_path / "data", server + RAW_BASE, "train.de-en.en"
+    body, k = fixture_iwslt[name], IWSLT_FILES.index(name)
+    assert len(body) > 1000
+    served.cut[name] = 1000  # the first attempt at this file ends after 1,000 bytes
+    assert iwslt_download(root, base) == 2
+    line = one_error_line(capsys.readouterr().err, f"{base}/{name}")
+    assert f"closed after 1,000 of {len(body):,} bytes" in line and ".downloads" in line
+    assert not (root / IWSLT).exists()
+    part = root / dl.DOWNLOADS / f"{IWSLT}-{name}.part"
+    assert part.read_bytes() == body[:1000]
+    for f in IWSLT_FILES[:k]:  # the files before it arrived whole, and are kept
+        assert (root / dl.DOWNLOADS / f"{IWSLT}-{f}.part").read_bytes() == fixture_iwslt[f]
+    n = len(served.requests)
+    assert iwslt_download(root, base) == 0
+    again = served.requests[n:]
+    assert [p for p, _ in again] == [f"{RAW_BASE}/{f}" for f in IWSLT_FILES[k:]]  # nothing fetched twice
+    etag = '"' + hashlib.sha1(body).hexdigest() + '"'
+    assert again[0][1]["Range"] == "bytes=1000-" and again[0][1]["If-Range"] == etag
+    assert all("Range" not in h for _, h in again[1:])
+    assert sorted(p.name for p in root.iterdir()) == [IWSLT]  # .downloads gone
+    assert gzip.decompress((root / IWSLT / (name + ".gz")).read_bytes()) == body
+    read_back(IWSLT, root, fixtures)
+
+
+def test_an_interrupt_while_checking_iwslt14_keeps_the_files_for_the_next_run(server, served, fixture_iwslt, tmp_path,
+                                                                              fixtures, monkeypatch):
+    root, base = tmp_path / "data", server + RAW_BASE
+
+    def interrupted(*args, **kw):
+        raise KeyboardInterrupt
+
+    monkeypatch.setitem(dl.SET_CHECKS, "iwslt", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        dl.download(IWSLT, root, url=base)
+    assert snapshot(root, skip_downloads=True) == {}
+    assert all((root / dl.DOWNLOADS / f"{IWSLT}-{f}.part").read_bytes() == fixture_iwslt[f] for f in IWSLT_FILES)
+    monkeypatch.setitem(dl.SET_CHECKS, "iwslt", dl.check_iwslt)
+    served.files.clear()  # the next run needs no server: every file is complete
+    assert dl.download(IWSLT, root, url=base) == root / IWSLT
+    assert len(served.requests) == len(IWSLT_FILES) and not (root / dl.DOWNLOADS).exists()
+    read_back(IWSLT, root, fixtures)
 
 
 # ----------------------------------------------------------------------------- resuming
@@ -712,7 +946,9 @@ def test_data_list_says_what_is_there_what_is_missing_its_size_and_licence(tmp_p
                      rows["snli"])
     assert re.search(r"^glove\s+glove/\s+missing\s+~862\.2 MB\s+0/1 pinned\s+PDDL", rows["glove"])
     assert "partial, missing questions/training/, questions/validation/, questions/test/ (1 of 3,198 files)" in rows["cnn"]
-    assert "none: needs Moses" in rows["iwslt14-de-en"] and "iwslt14-de-en: no download:" in out
+    assert re.search(r"^iwslt14-de-en\s+iwslt14-de-en/\s+missing\s+~64\.0 MB \(estimate\)\s+8/12 pinned\s+CC BY 4\.0",
+                     rows["iwslt14-de-en"])
+    assert "no download" not in out and "Moses" not in out
 
     assert main(["data", "list", "--data-root", str(root), "--json"]) == 0
     records = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
@@ -723,7 +959,13 @@ def test_data_list_says_what_is_there_what_is_missing_its_size_and_licence(tmp_p
     assert by_name["snli"]["present"] == ["snli_1.0_dev.jsonl", "snli_1.0_test.jsonl"]
     assert by_name["glove"]["status"] == "missing" and by_name["glove"]["download_bytes"] == 862_200_000
     assert "171,350,079 bytes" in by_name["glove"]["extracted"]
-    assert by_name["iwslt14-de-en"]["downloadable"] is False and "Moses" in by_name["iwslt14-de-en"]["manual"]
+    iwslt = by_name["iwslt14-de-en"]
+    assert iwslt["downloadable"] is True and "manual" not in iwslt and iwslt["kind"] == "files"
+    assert iwslt["download_bytes"] == 64_000_000 and iwslt["download_size_estimated"] is True
+    assert iwslt["checksums"] == {"pinned": 8, "files": 12} and len(iwslt["files"]) == 12
+    assert iwslt["files"][0].startswith("https://raw.githubusercontent.com/pcyin/pytorch_nmt/"
+                                        "bf28dae8a4c71e1f3f3fcb51e989fab905886f44/data/")
+    assert by_name["ptb"]["download_size_estimated"] is False and by_name["ptb"]["kind"] == "archive"
     assert by_name["snli"]["checksums"] == {"pinned": 2, "files": 3} and by_name["snli"]["license"] == "CC BY-SA 4.0"
     assert all(r["data_root"] == str(root) for r in records)
 

@@ -1,7 +1,9 @@
-"""Every dataset memread reads: where its canonical archive is, which members of it are taken, where
+"""Every dataset memread reads: where its canonical archive (or files) are, which members are taken, where
 they go under the data root, and how each is checked (``memread data download NAME``, ``memread data list``).
 
-A :class:`Dataset` is one folder under the data root (``ROOT/<folder>``) filled from one archive.
+A :class:`Dataset` is one folder under the data root (``ROOT/<folder>``) filled from one archive
+(``kind = "archive"``), or from plain files fetched one by one from one folder URL (``kind = "files"``:
+each member is ``<url>/<member source>``; IWSLT14, whose preprocessed files are published as such).
 Each :class:`Member` is taken from the archive by name (never by a path the archive chooses: the file
 written is named here), and is checked before anything is moved into place:
 
@@ -11,6 +13,10 @@ written is named here), and is checked before anything is moved into place:
 * nothing pinned (the file is not in the benchmark data, or its copy there is not byte-identical to the
   official one): the file's structure is checked by memread's own reader for it (``check``), and its
   number of records (lines, questions, files) where the official count is known (``count``).
+
+A dataset may also name a ``check`` over its files together (``memread.data.download.SET_CHECKS``):
+IWSLT14's unpinned train files must be line-aligned across languages and with their ``.wmixerprep``
+versions, word for word.
 
 Members marked ``optional`` (README, licence files, files no reader opens) are taken and checked when
 the archive holds them and are not needed for a dataset to count as present.
@@ -48,14 +54,19 @@ class Dataset:
     name: str  # memread data download NAME
     folder: str  # under the data root
     title: str
-    url: str  # the canonical public archive
-    archive: str  # its file name (MEMREAD_DOWNLOAD_BASE/<archive> replaces url when that is set)
-    size: int  # download size in bytes, as published (rounded to what is known)
+    url: str  # the canonical public archive; for kind "files", the folder URL the files are under
+    archive: str  # its file name (MEMREAD_DOWNLOAD_BASE/<archive> replaces url when that is set); "" for "files"
+    size: int  # download size in bytes, as published (rounded to what is known), or estimated (size_estimated)
     license: str  # shortened from MANIFEST.md's "License / terms"
     members: tuple[Member, ...]
     note: str = ""  # checksum status and caveats
     manual: str = ""  # not empty: no download; why, and how the layout is made
     extracted: str = ""  # what lands on disk, when it is worth saying (size of the kept files)
+    # "archive": one archive at url, members taken from it by name; "files": each member fetched on its
+    # own as <url>/<member source> (MEMREAD_DOWNLOAD_BASE/<member source> when that is set)
+    kind: str = "archive"
+    size_estimated: bool = False  # size is an estimate (not every file's size is published or known)
+    check: str = ""  # a check over the dataset's files together (memread.data.download.SET_CHECKS)
 
     @property
     def required(self) -> tuple[Member, ...]:
@@ -237,11 +248,13 @@ _CBT_CLASSES = ("NE", "CN", "V", "P")
 _CBT_SPLITS = {"train": None, "valid_2000ex": 2000, "test_2500ex": 2500}
 _IMDB_MEMBERS = (r"README|imdb\.vocab|imdbEr\.txt|(?:train|test)/urls_(?:pos|neg)\.txt"
                  r"|(?:train|test)/(?:pos|neg)/\d+_\d+\.txt")
-_MIXER = ("the MIXER layout (Moses-tokenized, lowercased, MIXER's train/valid/test split, and .wmixerprep with "
-          "rare words mapped to <unk>) is made from the raw WIT3 archive by MIXER's data preparation "
-          "(facebookresearch/MIXER prepareData.sh), which runs the Moses tokenizer and clean-corpus Perl scripts; "
-          "memread does not reimplement Moses, so it cannot produce these files from a canonical archive. Run "
-          "prepareData.sh and put {train,valid,test}.de-en.{de,en}[.wmixerprep] (plain or .gz) in ROOT/iwslt14-de-en/")
+_PYTORCH_NMT = "bf28dae8a4c71e1f3f3fcb51e989fab905886f44"  # pcyin/pytorch_nmt, the commit MANIFEST.md names
+_IWSLT_FILES = tuple(f"{s}.de-en.{lang}{x}" for s in ("train", "valid", "test") for lang in ("de", "en")
+                     for x in ("", ".wmixerprep"))
+_MIXER = ("the MIXER preprocessing of IWSLT 2014 de-en (Ranzato et al. 2015: Moses-tokenized, lowercased, "
+          "MIXER's train/valid/test split; .wmixerprep with rare words mapped to <unk>) as distributed by "
+          "pcyin/pytorch_nmt (its data/ folder at commit bf28dae8a4c7, plain files, not an archive), not a re-run of "
+          "MIXER's prepareData.sh (which needs Moses' Perl scripts and the raw WIT3 archive)")
 
 DATASETS: dict[str, Dataset] = {d.name: d for d in (
     Dataset(
@@ -331,13 +344,19 @@ DATASETS: dict[str, Dataset] = {d.name: d for d in (
         note="no pinned checksum (not in the benchmark data; its valid/test differ from WikiText-2's in <unk>): "
              "1,801,350 / 3,760 / 4,358 lines of WikiText articles"),
     Dataset(
-        "iwslt14-de-en", "iwslt14-de-en", "IWSLT 2014 German-English, MIXER preprocessing",
-        "https://wit3.fbk.eu/archive/2014-01/texts/de/en/de-en.tgz", "de-en.tgz", 0,
-        "CC BY-NC-ND (TED talks via WIT3)",
-        tuple(Member(f"{s}.de-en.{lang}{x}", "", _IWSLT.get(f"{s}.de-en.{lang}{x}"))
-              for s in ("train", "valid", "test") for lang in ("de", "en") for x in ("", ".wmixerprep")),
-        note="no download; valid and test pins kept for reference",
-        manual=_MIXER),
+        "iwslt14-de-en", "iwslt14-de-en", "IWSLT 2014 German-English, MIXER preprocessing (pytorch_nmt's copy)",
+        f"https://raw.githubusercontent.com/pcyin/pytorch_nmt/{_PYTORCH_NMT}/data", "", 64_000_000,
+        "CC BY 4.0 (pcyin/pytorch_nmt, the repo); TED talks via WIT3, CC BY-NC-ND (TED terms)",
+        tuple(Member(f, f, _IWSLT.get(f), gzip=True) for f in _IWSLT_FILES),
+        note=_MIXER + "; the 8 valid and test files pinned (6,969 and 6,750 pairs); the 4 train files (about 153k "
+             "pairs, not in the benchmark data) have no pinned checksum: de and en and their .wmixerprep must have "
+             "the same number of lines, each .wmixerprep line the raw line's words with some as <unk> (as in valid "
+             "and test; a README of a course copy of pytorch_nmt says .wmixerprep has 'long sentences chopped', "
+             "none is in valid or test and MIXER's train is already cut to 1-50 words, but --no-verify accepts "
+             "train if it has some), every file UTF-8 ending with a newline; written gzipped, as the benchmark "
+             "data lays them out (the pins are of the uncompressed bytes); the size is an estimate: valid and test "
+             "are 5.4 MB, train ~22 times the valid files (MIXER's valid is every 23rd line of the cleaned train)",
+        kind="files", size_estimated=True, check="iwslt"),
     Dataset(
         "cbt", "cbt", "Children's Book Test (CBTest)",
         "http://www.thespermwhale.com/jaseweston/babi/CBTest.tgz", "CBTest.tgz", 120_000_000,

@@ -18,8 +18,18 @@ from scratch when the server ignores Range or the file changed. A complete archi
 the run stops after the fetch (an interrupt while extracting), and is then used without fetching again;
 it is deleted once the dataset is in place, and when it turns out to be bad.
 
-``MEMREAD_DOWNLOAD_BASE=URL`` fetches every archive as ``URL/<archive file name>`` (a mirror, or the tests'
-loopback server); ``--url`` overrides one dataset's archive.
+**Plain files** (catalog ``kind = "files"``: IWSLT14, whose MIXER-preprocessed files pcyin/pytorch_nmt
+publishes one by one). Each file the dataset folder lacks is fetched as ``<url>/<its name>``, resumably,
+into ``ROOT/.downloads/NAME-FILE.part`` (one ``.part`` and ``.json`` per file); a run cut short keeps the
+files that arrived, and the next one fetches only what is missing and continues the partial file with
+Range. When all are there, each is copied into the temporary folder (gzipped where the layout wants it)
+and checked: its sha256 where pinned, and the dataset's check over its files together (IWSLT14: line
+counts and words per line across languages and ``.wmixerprep``). Then, as for archives, the files are
+moved into place only when every one is good; a bad file discards every ``.part`` of the dataset.
+
+``MEMREAD_DOWNLOAD_BASE=URL`` fetches every archive as ``URL/<archive file name>`` and every plain file as
+``URL/<file name>`` (a mirror, or the tests' loopback server); ``--url`` overrides one dataset's archive
+(for a ``files`` dataset: the folder URL its files are under).
 """
 
 from __future__ import annotations
@@ -64,6 +74,16 @@ def archive_url(spec: Dataset, url: str | None = None) -> str:
     if base:
         return base.rstrip("/") + "/" + urllib.parse.quote(spec.archive)
     return spec.url
+
+
+def files_base(spec: Dataset, url: str | None = None) -> str:
+    """The folder URL a ``files`` dataset's files are under: ``url``, else ``$MEMREAD_DOWNLOAD_BASE``, else
+    the catalog's."""
+    return (url or os.environ.get(BASE_ENV) or spec.url).rstrip("/")
+
+
+def file_url(base: str, m: Member) -> str:
+    return base + "/" + urllib.parse.quote(m.source)
 
 
 # ----------------------------------------------------------------------------- fetching, resumably
@@ -428,6 +448,69 @@ CHECKS: dict[str, Callable[[Path], int]] = {
 }
 
 
+# checks over a dataset's files together: (the dataset, {member path: its file}, the member paths fetched
+# in this run) -> None, or MemreadError naming the files by their source names
+
+
+def _raw_lines(path: Path, name: str) -> Iterator[tuple[str, bool]]:
+    """``(line, whether it ended with a newline)`` for every line of a plain or gzipped UTF-8 file."""
+    try:
+        with (gzip.open if path.suffix == ".gz" else open)(path, "rb") as f:
+            for lineno, raw in enumerate(f, 1):
+                if b"\x00" in raw:
+                    raise MemreadError(f"{name}:{lineno}: NUL byte in a text file")
+                try:
+                    line = raw.decode("utf-8")
+                except UnicodeDecodeError as e:
+                    raise MemreadError(f"{name}:{lineno}: not UTF-8 text ({e.reason} at column {e.start + 1})") \
+                        from None
+                yield line, line.endswith("\n")
+    except (gzip.BadGzipFile, EOFError, zlib.error) as e:
+        raise MemreadError(f"{name}: not a readable gzip file ({e})") from None
+
+
+def check_iwslt(spec: Dataset, files: dict[str, Path], fetched: set[str]) -> None:
+    """Each split with a file fetched in this run: the four files ``{de,en}[.wmixerprep]`` have the same
+    number of lines, every file ends with a newline, and each ``.wmixerprep`` line has the raw line's words
+    with some replaced by ``<unk>`` (MIXER's rare-word mapping: as many words, each the same or <unk>)."""
+    from itertools import zip_longest
+
+    from memread.data.iwslt import LANGS, SPLITS
+
+    for split in SPLITS:
+        names = [f"{split}.de-en.{lang}{x}" for lang in LANGS for x in ("", ".wmixerprep")]
+        if not fetched & set(names) or not all(n in files for n in names):
+            continue
+        streams = [_raw_lines(files[n], n) for n in names]
+        counts, ended = [0] * 4, [True] * 4
+        for lineno, rows in enumerate(zip_longest(*streams), 1):
+            for k, row in enumerate(rows):
+                if row is not None:
+                    counts[k], ended[k] = lineno, row[1]
+            if any(row is None for row in rows):
+                continue  # the line counts differ: reported below
+            for raw, mapped, raw_name, mapped_name in ((rows[0][0], rows[1][0], names[0], names[1]),
+                                                       (rows[2][0], rows[3][0], names[2], names[3])):
+                a, b = raw.split(), mapped.split()
+                if len(a) != len(b):
+                    raise MemreadError(f"{mapped_name}:{lineno} has {len(b)} words, {raw_name}:{lineno} has {len(a)}")
+                bad = next((i for i, (u, v) in enumerate(zip(a, b)) if u != v and v != "<unk>"), None)
+                if bad is not None:
+                    raise MemreadError(f"{mapped_name}:{lineno}: word {bad + 1} is {b[bad]!r}, expected "
+                                       f"{a[bad]!r} or <unk> as in {raw_name}")
+        if len(set(counts)) > 1:
+            raise MemreadError(f"{split} is not line-aligned: " + ", ".join(f"{n} has {c:,} lines"
+                                                                           for n, c in zip(names, counts)))
+        if not counts[0]:
+            raise MemreadError(f"{names[0]} and the other {split} files are empty")
+        for n, c, e in zip(names, counts, ended):
+            if not e:
+                raise MemreadError(f"{n}:{c}: the file does not end with a newline (truncated?)")
+
+
+SET_CHECKS: dict[str, Callable[[Dataset, dict[str, Path], set[str]], None]] = {"iwslt": check_iwslt}
+
+
 # ----------------------------------------------------------------------------- extracting and checking
 
 
@@ -577,8 +660,10 @@ def listing(root: Path) -> list[dict]:
         rows.append({
             "name": spec.name, "folder": spec.folder, "title": spec.title, "status": st["state"],
             "present": st["present"], "missing": st["missing"],
-            "downloadable": not spec.manual, "url": spec.url, "archive": spec.archive,
+            "downloadable": not spec.manual, "url": spec.url, "archive": spec.archive, "kind": spec.kind,
+            **({"files": [file_url(spec.url.rstrip("/"), m) for m in spec.members]} if spec.kind == "files" else {}),
             "download_bytes": spec.size, "download_size": size_text(spec.size),
+            "download_size_estimated": spec.size_estimated,
             "checksums": {"pinned": pinned, "files": files}, "license": spec.license, "note": spec.note,
             **({"manual": spec.manual} if spec.manual else {}),
             **({"extracted": spec.extracted} if spec.extracted else {}),
@@ -596,7 +681,8 @@ def format_listing(rows: list[dict], root: Path) -> str:
 
     table = [("dataset", "folder", "in the data root", "download", "checksums", "licence")]
     for r in rows:
-        download = f"~{r['download_size']}" if r["downloadable"] else "none: needs Moses (see below)"
+        download = (f"~{r['download_size']}" + (" (estimate)" if r["download_size_estimated"] else "")
+                    if r["downloadable"] else "none (see below)")
         sums = f"{r['checksums']['pinned']}/{r['checksums']['files']} pinned"
         table.append((r["name"], r["folder"] + "/", state(r), download, sums, r["license"]))
     widths = [max(len(row[i]) for row in table) for i in range(len(table[0]) - 1)]
@@ -649,6 +735,78 @@ def _staged_files(staged: Path, spec: Dataset) -> list[tuple[Path, Member, Path]
     return out
 
 
+def _move_into_place(staged: Path, spec: Dataset, target: Path, created: list[Path], moved: list[Path]) -> None:
+    """Every staged (and checked) file into ``target``; a file already there is kept as it is."""
+    for src, member, rel in _staged_files(staged, spec):
+        dest = target / rel
+        if member.kind == "tree" and dest.exists() or member.kind != "tree" and _present(target, member):
+            continue
+        created += _make_dirs(dest.parent)
+        os.replace(src, dest)
+        moved.append(dest)
+
+
+def _in_place(target: Path, m: Member) -> Path | None:
+    for p in (target / m.path, target / (m.path + ".gz")):
+        if p.is_file():
+            return p
+    return None
+
+
+def _download_files(spec: Dataset, root: Path, target: Path, url: str | None, verify: bool) -> Path:
+    """A ``files`` dataset: each file the target lacks fetched, checked, then all moved into place."""
+    base = files_base(spec, url)
+    wanted = [m for m in spec.members if not _present(target, m)]
+    parts = {m.path: root / DOWNLOADS / f"{spec.name}-{m.source}.part" for m in wanted}
+    created: list[Path] = []
+    moved: list[Path] = []
+    tmp: Path | None = None
+    keep_parts = True  # a fetch cut short or an interrupt keeps what arrived; a bad file discards them all
+    try:
+        created += _make_dirs(root / DOWNLOADS)
+        tmp = Path(tempfile.mkdtemp(dir=root, prefix=f".{spec.name}.download-"))
+        for m in wanted:
+            _fetch(file_url(base, m), parts[m.path])
+        staged = tmp / "files"
+        staged.mkdir()
+        digests: dict[str, str] = {}
+        for m in wanted:
+            dest = staged / m.written()
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            digests[m.path] = _copy(file_url(base, m), m.source, lambda p=parts[m.path]: open(p, "rb"), dest,
+                                    compress=m.gzip)
+        if verify:
+            try:
+                for m in wanted:
+                    _verify(file_url(base, m), m, staged, digests, {})
+                if spec.check:
+                    files = {m.path: p for m in spec.members
+                             if (p := staged / m.written() if m.path in digests else _in_place(target, m)) is not None}
+                    try:
+                        SET_CHECKS[spec.check](spec, files, set(digests))
+                    except MemreadError as e:
+                        raise MemreadError(f"{base}: {e}; nothing was written (use --no-verify to accept it "
+                                           f"anyway)") from None
+            except MemreadError:
+                keep_parts = False  # bad files: fetch them again next time
+                raise
+        _move_into_place(staged, spec, target, created, moved)
+        keep_parts = False
+    except BaseException:
+        for path in moved:
+            path.unlink(missing_ok=True)
+        raise
+    finally:
+        if tmp is not None:
+            shutil.rmtree(tmp, ignore_errors=True)
+        for part in parts.values():
+            if not keep_parts or not (part.is_file() and part.stat().st_size > 0 and _read_meta(part)):
+                _discard(part)
+        _remove_empty(created)
+        _remove_empty([root / DOWNLOADS])  # when nothing else waits there
+    return target
+
+
 def download(name: str, root: Path, url: str | None = None, verify: bool = True) -> Path:
     """Fetch dataset ``name`` into ``root/<its folder>``; returns that folder. Existing files are kept.
 
@@ -667,6 +825,8 @@ def download(name: str, root: Path, url: str | None = None, verify: bool = True)
     target = root / spec.folder
     if all(_present(target, m) for m in spec.required):
         return target
+    if spec.kind == "files":
+        return _download_files(spec, root, target, url, verify)
     url = archive_url(spec, url)
     part = root / DOWNLOADS / f"{spec.name}-{spec.archive}.part"
     created: list[Path] = []  # folders this call made (data root, .downloads, target, ...), removed on failure
@@ -691,13 +851,7 @@ def download(name: str, root: Path, url: str | None = None, verify: bool = True)
             keep_archive = False  # a bad archive: fetch it again next time
             raise
         shutil.rmtree(work)
-        for src, member, rel in _staged_files(staged, spec):  # every file checked before any is moved
-            dest = target / rel
-            if member.kind == "tree" and dest.exists() or member.kind != "tree" and _present(target, member):
-                continue  # a file already there is kept as it is
-            created += _make_dirs(dest.parent)
-            os.replace(src, dest)
-            moved.append(dest)
+        _move_into_place(staged, spec, target, created, moved)  # every file checked before any is moved
         keep_archive = False
     except BaseException:
         for path in moved:
