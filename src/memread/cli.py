@@ -575,7 +575,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     d = dsub.add_parser("download", help="fetch a public dataset's canonical archive into the data root (resumable, checked)")
     d.add_argument("dataset", choices=list(DATASETS), metavar="DATASET", help=f"one of: {', '.join(DATASETS)}")
-    d.add_argument("--url", help="archive URL (default: the canonical public archive, or $MEMREAD_DOWNLOAD_BASE/<archive>)")
+    d.add_argument("--url", help="archive URL, or the folder URL of a dataset fetched file by file (iwslt14-de-en) "
+                   "(default: the canonical public source, or $MEMREAD_DOWNLOAD_BASE/<archive or file>)")
     d.add_argument("--no-verify", action="store_true",
                    help="skip the checks of the extracted files (sha256 pins, structure and record counts)")
     _add_data_root(d)

@@ -49,8 +49,9 @@ def iwslt_path(root: Path, split: str, lang: str, unk_mapped: bool = False) -> P
     if lang not in LANGS:
         raise MemreadError(f"unknown IWSLT14 language {lang!r}; expected de or en")
     name = f"{split}.de-en.{lang}" + (".wmixerprep" if unk_mapped else "")
-    how = ("the train files are not in the benchmark data; train on valid, see memread.data.pipelines.translation"
-           if split == "train" else "the MIXER preprocessing of IWSLT14 de-en (facebookresearch/MIXER prepareData.sh)")
+    how = ("get them with memread data download iwslt14-de-en (the MIXER-preprocessed files), or train on valid, "
+           "see memread.data.pipelines.translation" if split == "train"
+           else "memread data download iwslt14-de-en (the MIXER preprocessing of IWSLT14 de-en)")
     return find_file(Path(root), FOLDER, name, how)
 
 
