@@ -52,7 +52,7 @@ def test_path_plain_gz_and_missing(tmp_path, fixtures):
     folder.mkdir()
     (folder / "test.de-en.de.wmixerprep.gz").write_bytes(b"")
     assert iwslt_path(tmp_path, "test", "de", unk_mapped=True).name == "test.de-en.de.wmixerprep.gz"
-    with pytest.raises(MemreadError, match=r"train.de-en.en \(or train.de-en.en.gz\).*not in the benchmark data"):
+    with pytest.raises(MemreadError, match=r"train.de-en.en \(or train.de-en.en.gz\).*memread data download iwslt14-de-en"):
         iwslt_path(tmp_path, "train", "en")
 
 
