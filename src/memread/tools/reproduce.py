@@ -311,7 +311,8 @@ ROWS: list[Row] = [
              "configs/wikiqa/lstm-attention.toml"),
     *_nse_t2("nasm", "NASM [26]", 0.6705, 0.6914),
     *_nse_t2("mma-nse-attention", "MMA-NSE attention", 0.6811, 0.6993, "configs/wikiqa/mma-nse-attention.toml",
-             ["wikiqa-mma-nse-attention", "wikiqa-mma-nse-attention-1x300-5-epochs"]),
+             ["wikiqa-mma-nse-attention", "wikiqa-mma-nse-attention-1x300-5-epochs",
+              "wikiqa-mma-nse-attention-1x300-3-seeds"]),
     # ---------------------------------------------------------------- NSE, Table 3: SST test accuracy (binary, fine)
     *_sst("nse-t3", "nse", "Table 3", "rntn", "RNTN [27]", 45.7, 85.4),
     *_sst("nse-t3", "nse", "Table 3", "paragraph-vector", "Paragraph Vector [24]", 48.7, 87.8),
@@ -438,6 +439,7 @@ BUDGETS = {
     "wikiqa-mma-nse-attention": "half an epoch (320 steps), 1x300 reader",
     "wikiqa-lstm-1x300-early-stopped": "early stop at 6-6.5 of 8 epochs, 1x300 reader",
     "wikiqa-mma-nse-attention-1x300-5-epochs": "5 of 8 epochs (stopped by hand), 1x300 reader",
+    "wikiqa-mma-nse-attention-1x300-3-seeds": "seed 1 stopped by hand at 5 epochs, seeds 2-3 early-stopped at 4.5 and 6 of 8 epochs, 1x300 reader",
     "gutenberg-ne-iaa": "3 epochs (216 steps)",
     "gutenberg-ne-fixed": "3 epochs (216 steps)",
     "gutenberg-ne-as": "3 epochs (216 steps)",
