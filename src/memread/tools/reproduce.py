@@ -171,9 +171,7 @@ ON_PTB = "PTB"
 
 def _daniluk_exps(model: str) -> tuple[str, ...]:
     """The PTB runs of a Figure 2 model (``attention-L10``, ``ngram-N4``, ``lstm``) in results.jsonl; the
-    baselines added with issue 22 (``rm-L*``, ``*-hornn``) have configs but no run yet."""
-    if model.startswith("rm-") or model.endswith("-hornn"):
-        return ()
+    baselines added with issue 22 (``rm-L*``, ``*-hornn``) have their one-epoch runs only so far."""
     exps = [f"ptb-daniluk-{model}-1epoch"]
     if model in ("lstm", "attention-L10", "kv-L10", "kvp-L5", "ngram-N4"):
         exps.append(f"ptb-daniluk-{model}-5ep")
