@@ -124,7 +124,7 @@ def test_snli_falls_back_to_raw_sentences_and_maps_brackets(tmp_path):
 
 
 @pytest.mark.parametrize("line, message", [
-    ('{"gold_label": "neutral", "sentence1": "a"', "invalid JSON"),
+    ('{"gold_label": "neutral", "sentence1": "a"', "not valid JSON"),
     ('{"sentence1": "a", "sentence2": "b"}', "missing field 'gold_label'"),
     ('{"gold_label": "neutral", "sentence1": "a"}', "missing field 'sentence2'"),
     ('{"gold_label": "maybe", "sentence1": "a", "sentence2": "b"}', "unknown gold_label 'maybe'"),

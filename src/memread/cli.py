@@ -127,6 +127,7 @@ def cmd_predict(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
     from memread.data.root import data_root
+    from memread.data.text import json_line
     from memread.inference.predictor import load, to_json
 
     where_name = "stdin" if args.input == "-" else args.input
@@ -149,11 +150,7 @@ def cmd_predict(args: argparse.Namespace) -> int:
             continue
         where = f"{where_name}:{n}"
         try:
-            record = json.loads(line)
-        except json.JSONDecodeError as e:
-            errors.append(f"{where}: not valid JSON ({e.msg} at column {e.colno})")
-            continue
-        try:
+            record = json_line(line, where, objects=False)  # a plain string is an input too (lm, classify, ...)
             example = predictor.example(record, where)
         except MemreadError as e:
             errors.append(str(e))

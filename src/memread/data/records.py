@@ -48,7 +48,6 @@ every pipeline's ``example_batches(examples, batch_size)`` batches such examples
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence, TypeVar
 
@@ -58,7 +57,7 @@ from memread.data.iwslt import TranslationPair
 from memread.data.ptb import EOS
 from memread.data.snli import SNLI_LABELS, PairExample
 from memread.data.sst import SentimentExample
-from memread.data.text import read_lines
+from memread.data.text import read_jsonl, read_lines  # noqa: F401 (read_jsonl: re-exported)
 from memread.errors import MemreadError
 
 T = TypeVar("T")
@@ -81,21 +80,6 @@ def data_file(root: Path, value: str, key: str, dataset: str) -> Path:
             return candidate
     raise MemreadError(f"data.{key} not found: expected {path} (or {path.name}.gz); relative paths are read under "
                        f"the data root {root} (--data-root or MEMREAD_DATA)")
-
-
-def read_jsonl(path: Path) -> Iterator[tuple[str, dict]]:
-    """``(where, record)`` for every non-blank line of a JSON-lines file, ``where`` = ``path:line``."""
-    for lineno, line in read_lines(path):
-        if not line.strip():
-            continue
-        where = f"{path}:{lineno}"
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as e:
-            raise MemreadError(f"{where}: not valid JSON ({e.msg} at column {e.colno})") from None
-        if not isinstance(record, dict):
-            raise MemreadError(f"{where}: expected a JSON object {{...}}, got {type(record).__name__}")
-        yield where, record
 
 
 def read_records(path: Path, parse: Callable[[dict, str], T]) -> list[T]:

@@ -15,12 +15,11 @@ so that results trained on the sample are never reported as full-SNLI numbers.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
 from memread.data.sst import unescape_ptb
-from memread.data.text import read_lines
+from memread.data.text import read_jsonl
 from memread.errors import MemreadError
 
 SNLI_LABELS = ("entailment", "neutral", "contradiction")
@@ -82,16 +81,7 @@ def read_snli(path: Path) -> tuple[list[PairExample], int]:
     path = Path(path)
     examples: list[PairExample] = []
     dropped = 0
-    for lineno, line in read_lines(path):
-        if not line.strip():
-            continue
-        where = f"{path}:{lineno}"
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as e:
-            raise MemreadError(f"{where}: invalid JSON ({e.msg} at column {e.colno})") from None
-        if not isinstance(record, dict):
-            raise MemreadError(f"{where}: expected a JSON object, got {type(record).__name__}")
+    for where, record in read_jsonl(path):
         if "gold_label" not in record:
             raise MemreadError(f"{where}: missing field 'gold_label'")
         gold = record["gold_label"]

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import gzip
+import json
 import zlib
 from pathlib import Path
-from typing import Iterator
+from typing import Any, Iterator
 
 from memread.errors import MemreadError
 
@@ -35,3 +36,23 @@ def read_lines(path: Path) -> Iterator[tuple[int, str]]:
         raise MemreadError(f"{path}: file not found") from None
     except IsADirectoryError:
         raise MemreadError(f"{path}: is a folder, expected a text file") from None
+
+
+def json_line(line: str, where: str, objects: bool = True) -> Any:
+    """One line of a JSON-lines file or stream, parsed; ``objects``: it must be a JSON object. One
+    MemreadError naming ``where`` (``file:line``) otherwise."""
+    try:
+        value = json.loads(line)
+    except json.JSONDecodeError as e:
+        raise MemreadError(f"{where}: not valid JSON ({e.msg} at column {e.colno})") from None
+    if objects and not isinstance(value, dict):
+        raise MemreadError(f"{where}: expected a JSON object {{...}}, got {type(value).__name__}")
+    return value
+
+
+def read_jsonl(path: Path) -> Iterator[tuple[str, dict]]:
+    """``(where, record)`` for every non-blank line of a JSON-lines file, ``where`` = ``path:line``."""
+    for lineno, line in read_lines(path):
+        if line.strip():
+            where = f"{path}:{lineno}"
+            yield where, json_line(line, where)
