@@ -26,7 +26,7 @@ for each input where its reader returns one (LSTMN intra-attention, window weigh
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -132,7 +132,6 @@ class Predictor:
     task: Any
     model: torch.nn.Module
     source: str = ""
-    _examples: int = field(default=0, repr=False)
 
     @property
     def kind(self) -> str:
@@ -163,12 +162,16 @@ class Predictor:
         """Raw inputs -> the pipeline's examples (an error names ``where:N``, N counted from 1)."""
         return [self.example(item, f"{where}:{i + 1}") for i, item in enumerate(inputs)]
 
-    def _forward(self, batch: dict, state: Any, attention: bool):
-        if attention:
-            import inspect
+    def __post_init__(self) -> None:
+        import inspect
 
-            if "return_attention" in inspect.signature(self.model.forward).parameters:
-                return self.model(batch, state, return_attention=True)
+        # worked out once, not per batch: whether the head can return attention, and the label names
+        self._traces = "return_attention" in inspect.signature(self.model.forward).parameters
+        self._labels = [str(x) for x in record_options(self.task.data).get("labels") or ()]
+
+    def _forward(self, batch: dict, state: Any, attention: bool):
+        if attention and self._traces:
+            return self.model(batch, state, return_attention=True)
         return self.model(batch, state)
 
     # ------------------------------------------------------------------ predict
@@ -207,10 +210,6 @@ class Predictor:
                                      _trace(result.attention, row) if attention else None))
         return out
 
-    def _names(self) -> list[str]:
-        options = record_options(self.task.data)
-        return [str(x) for x in options.get("labels") or ()]
-
     def _one(self, example: Any, logits: torch.Tensor, trace: Any) -> Any:
         logits = logits.float().cpu()
         if self.kind == "cloze":  # log-probabilities over the question's candidates
@@ -228,10 +227,10 @@ class Predictor:
             best = int(p.argmax())
             return Rating(label=int(values[best]), rating=float(sum(v * float(q) for v, q in zip(values, p))),
                           probabilities=probs, attention=trace)
-        names = self._names() or [str(i) for i in range(p.numel())]
+        names = self._labels or [str(i) for i in range(p.numel())]
         probs = {n: float(q) for n, q in zip(names, p)}
         best = int(p.argmax())
-        return Label(label=names[best] if self._names() else best, probabilities=probs, attention=trace)
+        return Label(label=names[best] if self._labels else best, probabilities=probs, attention=trace)
 
     # ------------------------------------------------------------------ language models
     def _read(self, tokens: list[str], attention: bool = False):
