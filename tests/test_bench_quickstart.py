@@ -25,6 +25,14 @@ def test_bench_reports_both_models_in_one_json_line():
     assert {"reader", "tokens_per_s", "lstm_tokens_per_s", "ratio"} <= r.keys()
     assert r["ratio"] == pytest.approx(r["tokens_per_s"] / r["lstm_tokens_per_s"], rel=1e-3)
     assert r["reader_params"] == r["lstm_params"]  # the lstm reader is the same network as the reference
+    assert r["lstm_layers"] == 1
+    # a stacked reader is timed against a stacked nn.LSTM: a 2-layer lstm reader is again the same network
+    r = bench("lstm", batch=4, steps=6, emb=8, hidden=8, repeats=3, warmup=1, reader_options=["layers=2"])
+    assert r["lstm_layers"] == 2 and r["reader_params"] == r["lstm_params"]
+    # an MMA-NSE is timed reading and writing its shared memories: its compose and write LSTM are wider
+    plain, mma = (bench("nse", batch=2, steps=4, emb=6, hidden=6, repeats=1, warmup=0, reader_options=[f"shared={n}"])
+                  for n in (0, 1))
+    assert mma["reader_params"] - plain["reader_params"] == (18 * 18 + 18) - (12 * 12 + 12) + 4 * 6 * 6
     r = bench("rnn", batch=4, steps=6, emb=8, hidden=8, vocab=50, repeats=3, warmup=1)
     assert r["vocab"] == 50 and r["tokens_per_s"] > 0
     json.dumps(r)

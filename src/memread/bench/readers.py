@@ -6,9 +6,15 @@ embeddings in, a random projection of its states as the loss); with ``vocab=N`` 
 model is (embedding, reader, N-way softmax, cross-entropy). Speed targets are judged from this
 output, never from timed tests.
 
+A reader with ``layers`` (the stacked, gated-feedback and depth-gated LSTMs, deep LSTMNs) is timed
+against an ``nn.LSTM`` of as many layers: the same-size baseline of the LSTMN paper's Table 1.
+
 With ``match_params`` the reader's ``hidden`` is not ``hidden`` but the size whose model (the whole
 LM with ``vocab``, else the reader alone) has the parameter count nearest the LSTM's at ``hidden``
 (:func:`memread.params.match_hidden`), as Daniluk et al. (2017) compare their models.
+
+An MMA-NSE (``nse`` with ``--set shared=N``) reads and writes N random memories of the input's length
+besides its own.
 
 ``device`` places both models and their inputs (made on the CPU from the seed, then moved, so every
 device reads the same numbers); on CUDA the baseline is cuDNN's LSTM, and each timed step is bracketed
@@ -33,11 +39,11 @@ from memread.typed import parse_settings
 
 
 class _LSTMReference(nn.Module):
-    """torch's fused nn.LSTM behind the reader call convention."""
+    """torch's fused nn.LSTM behind the reader call convention, ``layers`` deep."""
 
-    def __init__(self, input_size: int, hidden: int):
+    def __init__(self, input_size: int, hidden: int, layers: int = 1):
         super().__init__()
-        self.rnn = nn.LSTM(input_size, hidden, batch_first=True)
+        self.rnn = nn.LSTM(input_size, hidden, num_layers=layers, batch_first=True)
         self.input_size, self.output_size = input_size, hidden
 
     def forward(self, x, mask=None, state=None, return_attention=False):
@@ -63,6 +69,13 @@ class _Step:
         g = torch.Generator().manual_seed(seed)  # on the CPU: the same inputs on every device
         self.reader, self.vocab = reader.to(device), vocab
         self.mask = torch.ones(batch, steps, dtype=torch.bool, device=device)
+        # MMA-NSE (nse with shared = n): n other memories of the input's length to read and write, as the
+        # premise's or the question's final memory would be
+        n_shared = getattr(getattr(reader, "cfg", None), "shared", 0)
+        self.extra = {}
+        if n_shared:
+            memories = torch.randn(n_shared, batch, steps, reader.output_size, generator=g).to(device)
+            self.extra["shared"] = [(M, self.mask) for M in memories]
         if vocab:
             self.embedding = nn.Embedding(vocab, emb).to(device)
             self.decoder = VocabularyProjection(reader.output_size, vocab).to(device)
@@ -77,12 +90,12 @@ class _Step:
         for p in self.params:
             p.grad = None
         if self.vocab:
-            out = self.reader(self.embedding(self.tokens[:, :-1]), self.mask)
+            out = self.reader(self.embedding(self.tokens[:, :-1]), self.mask, **self.extra)
             states = out if torch.is_tensor(out) else out.states
             logits = self.decoder(states)
             loss = F.cross_entropy(logits.flatten(0, 1), self.tokens[:, 1:].flatten())
         else:
-            out = self.reader(self.x, self.mask)
+            out = self.reader(self.x, self.mask, **self.extra)
             states = out if torch.is_tensor(out) else out.states
             loss = (states @ self.proj).mean()
         loss.backward()
@@ -96,9 +109,10 @@ def bench(name: str, batch: int = 32, steps: int = 35, emb: int = 150, hidden: i
     cfg = reader_config(name, hidden, reader_options)
     matched = {}
     if match_params:
-        cfg, matched = _match(cfg, name, emb, hidden, vocab)
+        cfg, matched = _match(cfg, name, emb, hidden, vocab, getattr(cfg, "layers", 1))
     reader = build_reader(cfg, emb)
-    reference = _LSTMReference(emb, hidden)
+    layers = getattr(cfg, "layers", 1)  # a stacked reader is timed against a stacked nn.LSTM
+    reference = _LSTMReference(emb, hidden, layers)
     step_reader = _Step(reader, batch, steps, emb, vocab, seed, where)
     step_lstm = _Step(reference, batch, steps, emb, vocab, seed, where)
     t_reader, t_lstm = median_step_times(step_reader, step_lstm, repeats, warmup, device_sync(where))
@@ -110,7 +124,7 @@ def bench(name: str, batch: int = 32, steps: int = 35, emb: int = 150, hidden: i
         "tokens_per_s": round(reader_tps, 1),
         "lstm_tokens_per_s": round(lstm_tps, 1),
         "ratio": round(reader_tps / lstm_tps, 4),
-        "batch": batch, "steps": steps, "emb": emb, "hidden": hidden, "vocab": vocab,
+        "batch": batch, "steps": steps, "emb": emb, "hidden": hidden, "vocab": vocab, "lstm_layers": layers,
         "reader_params": sum(p.numel() for p in reader.parameters()),
         "lstm_params": sum(p.numel() for p in reference.parameters()),
         **({"model_params": sum(p.numel() for p in step_reader.params),
@@ -120,7 +134,7 @@ def bench(name: str, batch: int = 32, steps: int = 35, emb: int = 150, hidden: i
     }
 
 
-def _match(cfg, name: str, emb: int, hidden: int, vocab: int):
+def _match(cfg, name: str, emb: int, hidden: int, vocab: int, layers: int = 1):
     """``cfg`` with the hidden size whose model matches the LSTM's parameter count (``vocab``: whole LMs)."""
     import dataclasses
 
@@ -128,7 +142,7 @@ def _match(cfg, name: str, emb: int, hidden: int, vocab: int):
 
     if "hidden" not in {f.name for f in fields(cfg)}:
         raise MemreadError(f"--match-params: reader {name!r} has no hidden size to choose")
-    lstm = nn.LSTM(emb, hidden)
+    lstm = nn.LSTM(emb, hidden, num_layers=layers)
     target = sum(p.numel() for p in lstm.parameters()) + (vocab * emb + hidden * vocab + vocab if vocab else 0)
     count = (lambda c: lm_parameters(c, vocab, emb)) if vocab else (lambda c: reader_parameters(c, emb))
     m = match_hidden(cfg, target, count=count)

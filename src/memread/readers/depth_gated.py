@@ -66,7 +66,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from memread.errors import MemreadError
-from memread.modules.precision import in_float32
+from memread.readers._layered_state import read_layered, reference_rows, zero_layered_state
 from memread.readers.base import ReaderOutput
 from memread.typed import DropoutRate, PositiveInt
 
@@ -118,21 +118,14 @@ class DGLSTMReader(nn.Module):
 
     def initial_state(self, batch: int, like: Tensor) -> dict[str, Tensor]:
         """Zeros, what ``state=None`` means: ``{"h": (L, B, H), "c": (L, B, H)}``."""
-        z = like.new_zeros(self.cfg.layers, batch, self.cfg.hidden)
-        return {"h": z, "c": z}
+        return zero_layered_state(self.cfg.layers, batch, self.cfg.hidden, like)
 
     def forward(self, x: Tensor, mask: Tensor | None = None, state: dict | None = None,
                 return_attention: bool = False) -> ReaderOutput:
         """x (B, T, E), mask (B, T) bool (True = real), state from a previous call -> states (B, T, H):
         the top layer's h_t; memory = states, memory_mask = mask; state {"h", "c"}: (L, B, H) each."""
-        B, T, _ = x.shape
-        if mask is None:
-            mask = torch.ones(B, T, dtype=torch.bool, device=x.device)
-        if state is None:
-            state = self.initial_state(B, x)
         read = self._read_reference if self.cfg.impl == "reference" else self._read_fast
-        states, h_n, c_n = in_float32(read, x, mask, state["h"], state["c"])  # float32 under autocast
-        return ReaderOutput(states=states, memory=states, memory_mask=mask, state={"h": h_n, "c": c_n})
+        return read_layered(read, x, mask, state, self.cfg.layers, self.cfg.hidden)
 
     # ------------------------------------------------------------------------- the fast path
 
@@ -195,36 +188,29 @@ class DGLSTMReader(nn.Module):
     def _read_reference(self, x: Tensor, mask: Tensor, h0: Tensor, c0: Tensor) -> tuple[Tensor, Tensor, Tensor]:
         """What :meth:`_read_fast` returns, one row and one real token at a time, the equations as the
         module docstring writes them (zeros at padded positions of ``states``)."""
-        L, H = self.cfg.layers, self.cfg.hidden
-        B, T, _ = x.shape
-        rows, h_n, c_n = [], [], []
-        for b in range(B):
-            h = [h0[k, b] for k in range(L)]  # h_{t-1} of every layer
-            c = [c0[k, b] for k in range(L)]  # c_{t-1} of every layer
-            out = [x.new_zeros(H)] * T
-            for t in range(T):
-                if not bool(mask[b, t]):
-                    continue  # a padded step changes nothing
-                x_t, c_lower = x[b, t], None  # x_t^1; the first layer has no lower cell
-                for k, layer in enumerate(self.layers):
-                    W_xi, W_xf, W_xc, W_xo, *W_xd = layer.W_x.weight.split(H)
-                    b_i, b_f, b_c, b_o, *b_d = layer.W_x.bias.split(H)
-                    W_hi, W_hf, W_hc, W_ho = layer.W_h.weight.split(H)
-                    i_t = torch.sigmoid(W_xi @ x_t + W_hi @ h[k] + layer.w_ci * c[k] + b_i)
-                    f_t = torch.sigmoid(W_xf @ x_t + W_hf @ h[k] + layer.w_cf * c[k] + b_f)
-                    c_t = f_t * c[k] + i_t * torch.tanh(W_xc @ x_t + W_hc @ h[k] + b_c)
-                    if c_lower is not None:
-                        d_t = torch.sigmoid(b_d[0] + W_xd[0] @ x_t + layer.w_cd * c[k] + layer.w_ld * c_lower)
-                        c_t = d_t * c_lower + c_t  # c_t^{L+1} = d * c_t^L + f * c_{t-1} + i * tanh(...)
-                    o_t = torch.sigmoid(W_xo @ x_t + W_ho @ h[k] + layer.w_co * c_t + b_o)
-                    h_t = o_t * torch.tanh(c_t)
-                    h[k], c[k] = h_t, c_t  # layer k's own past for t + 1 (the layers above read h_t, c_t)
-                    x_t, c_lower = self.drop(h_t), c_t  # x_t^{L+1} = h_t^L
-                out[t] = h[-1]
-            rows.append(torch.stack(out) if T else x.new_zeros(0, H))
-            h_n.append(torch.stack(h))
-            c_n.append(torch.stack(c))
-        return torch.stack(rows), torch.stack(h_n, dim=1), torch.stack(c_n, dim=1)
+        return reference_rows(self._step_reference, x, mask, h0, c0)
+
+    def _step_reference(self, x_t: Tensor, h: list[Tensor], c: list[Tensor]) -> tuple[list[Tensor], list[Tensor]]:
+        """One real token of one row: ``x_t`` (E,), every layer's ``h_{t-1}``, ``c_{t-1}`` (H,) -> every
+        layer's ``h_t``, ``c_t``."""
+        H = self.cfg.hidden
+        h, c = list(h), list(c)
+        c_lower = None  # the first layer has no lower cell
+        for k, layer in enumerate(self.layers):
+            W_xi, W_xf, W_xc, W_xo, *W_xd = layer.W_x.weight.split(H)
+            b_i, b_f, b_c, b_o, *b_d = layer.W_x.bias.split(H)
+            W_hi, W_hf, W_hc, W_ho = layer.W_h.weight.split(H)
+            i_t = torch.sigmoid(W_xi @ x_t + W_hi @ h[k] + layer.w_ci * c[k] + b_i)
+            f_t = torch.sigmoid(W_xf @ x_t + W_hf @ h[k] + layer.w_cf * c[k] + b_f)
+            c_t = f_t * c[k] + i_t * torch.tanh(W_xc @ x_t + W_hc @ h[k] + b_c)
+            if c_lower is not None:
+                d_t = torch.sigmoid(b_d[0] + W_xd[0] @ x_t + layer.w_cd * c[k] + layer.w_ld * c_lower)
+                c_t = d_t * c_lower + c_t  # c_t^{L+1} = d * c_t^L + f * c_{t-1} + i * tanh(...)
+            o_t = torch.sigmoid(W_xo @ x_t + W_ho @ h[k] + layer.w_co * c_t + b_o)
+            h_t = o_t * torch.tanh(c_t)
+            h[k], c[k] = h_t, c_t  # layer k's own past for t + 1 (the layers above read h_t, c_t)
+            x_t, c_lower = self.drop(h_t), c_t  # x_t^{L+1} = h_t^L
+        return h, c
 
 
 def build_dglstm_reader(cfg: DGLSTMConfig, input_size: int) -> DGLSTMReader:

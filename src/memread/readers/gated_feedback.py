@@ -71,7 +71,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from memread.errors import MemreadError
-from memread.modules.precision import in_float32
+from memread.readers._layered_state import read_layered, reference_rows, zero_layered_state
 from memread.readers.base import ReaderOutput
 from memread.typed import DropoutRate, PositiveInt
 
@@ -119,21 +119,14 @@ class GFLSTMReader(nn.Module):
 
     def initial_state(self, batch: int, like: Tensor) -> dict[str, Tensor]:
         """Zeros, what ``state=None`` means: ``{"h": (L, B, H), "c": (L, B, H)}``."""
-        z = like.new_zeros(self.cfg.layers, batch, self.cfg.hidden)
-        return {"h": z, "c": z}
+        return zero_layered_state(self.cfg.layers, batch, self.cfg.hidden, like)
 
     def forward(self, x: Tensor, mask: Tensor | None = None, state: dict | None = None,
                 return_attention: bool = False) -> ReaderOutput:
         """x (B, T, E), mask (B, T) bool (True = real), state from a previous call -> states (B, T, H):
         the top layer's h_t; memory = states, memory_mask = mask; state {"h", "c"}: (L, B, H) each."""
-        B, T, _ = x.shape
-        if mask is None:
-            mask = torch.ones(B, T, dtype=torch.bool, device=x.device)
-        if state is None:
-            state = self.initial_state(B, x)
         read = self._read_reference if self.cfg.impl == "reference" else self._read_fast
-        states, h_n, c_n = in_float32(read, x, mask, state["h"], state["c"])  # float32 under autocast
-        return ReaderOutput(states=states, memory=states, memory_mask=mask, state={"h": h_n, "c": c_n})
+        return read_layered(read, x, mask, state, self.cfg.layers, self.cfg.hidden)
 
     # ------------------------------------------------------------------------- the fast path
 
@@ -194,39 +187,30 @@ class GFLSTMReader(nn.Module):
     def _read_reference(self, x: Tensor, mask: Tensor, h0: Tensor, c0: Tensor) -> tuple[Tensor, Tensor, Tensor]:
         """What :meth:`_read_fast` returns, one row and one real token at a time, the equations as the
         module docstring writes them (zeros at padded positions of ``states``)."""
-        L, H = self.cfg.layers, self.cfg.hidden
-        B, T, _ = x.shape
-        rows, h_n, c_n = [], [], []
-        for b in range(B):
-            h = [h0[j, b] for j in range(L)]  # h_{t-1}^j
-            c = [c0[j, b] for j in range(L)]  # c_{t-1}^j
-            out = [x.new_zeros(H)] * T
-            for t in range(T):
-                if not bool(mask[b, t]):
-                    continue  # a padded step changes nothing
-                h_star = torch.cat(h)  # h*_{t-1}: every layer's state at t - 1
-                below = x[b, t]  # h_t^0 = x_t
-                new_h, new_c = [], []
-                for j, layer in enumerate(self.layers):
-                    W_i, W_f, W_o, W_c = layer.W.weight.chunk(4)
-                    b_i, b_f, b_o, b_c = layer.W.bias.chunk(4)
-                    U_i, U_f, U_o = layer.U.weight.chunk(3)
-                    g = [torch.sigmoid(layer.w_g[i] @ below + layer.u_g[i] @ h_star) for i in range(L)]  # g^{i->j}
-                    i_t = torch.sigmoid(W_i @ below + U_i @ h[j] + b_i)
-                    f_t = torch.sigmoid(W_f @ below + U_f @ h[j] + b_f)
-                    o_t = torch.sigmoid(W_o @ below + U_o @ h[j] + b_o)
-                    c_tilde = torch.tanh(W_c @ below + sum(g[i] * (layer.U_c[i] @ h[i]) for i in range(L)) + b_c)
-                    c_t = f_t * c[j] + i_t * c_tilde
-                    h_t = o_t * torch.tanh(c_t)
-                    new_h.append(h_t)
-                    new_c.append(c_t)
-                    below = self.drop(h_t)  # h_t^j, into layer j + 1
-                h, c = new_h, new_c  # all layers step together: layer j read h*_{t-1}, not h_t
-                out[t] = h[-1]
-            rows.append(torch.stack(out) if T else x.new_zeros(0, H))
-            h_n.append(torch.stack(h))
-            c_n.append(torch.stack(c))
-        return torch.stack(rows), torch.stack(h_n, dim=1), torch.stack(c_n, dim=1)
+        return reference_rows(self._step_reference, x, mask, h0, c0)
+
+    def _step_reference(self, x_t: Tensor, h: list[Tensor], c: list[Tensor]) -> tuple[list[Tensor], list[Tensor]]:
+        """One real token of one row: ``x_t`` (E,), every layer's ``h_{t-1}^j``, ``c_{t-1}^j`` (H,) ->
+        every layer's ``h_t^j``, ``c_t^j``."""
+        L = self.cfg.layers
+        h_star = torch.cat(h)  # h*_{t-1}: every layer's state at t - 1
+        below = x_t  # h_t^0 = x_t
+        new_h, new_c = [], []
+        for j, layer in enumerate(self.layers):
+            W_i, W_f, W_o, W_c = layer.W.weight.chunk(4)
+            b_i, b_f, b_o, b_c = layer.W.bias.chunk(4)
+            U_i, U_f, U_o = layer.U.weight.chunk(3)
+            g = [torch.sigmoid(layer.w_g[i] @ below + layer.u_g[i] @ h_star) for i in range(L)]  # g^{i->j}
+            i_t = torch.sigmoid(W_i @ below + U_i @ h[j] + b_i)
+            f_t = torch.sigmoid(W_f @ below + U_f @ h[j] + b_f)
+            o_t = torch.sigmoid(W_o @ below + U_o @ h[j] + b_o)
+            c_tilde = torch.tanh(W_c @ below + sum(g[i] * (layer.U_c[i] @ h[i]) for i in range(L)) + b_c)
+            c_t = f_t * c[j] + i_t * c_tilde
+            h_t = o_t * torch.tanh(c_t)
+            new_h.append(h_t)
+            new_c.append(c_t)
+            below = self.drop(h_t)  # h_t^j, into layer j + 1
+        return new_h, new_c  # all layers step together: layer j read h*_{t-1}, not h_t
 
 
 def build_gflstm_reader(cfg: GFLSTMConfig, input_size: int) -> GFLSTMReader:
