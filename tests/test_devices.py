@@ -12,8 +12,8 @@ the autograd engine calls them without the torch-function mode stack (checked be
 memread inside the same context (they are found by subclass, so a new one is covered). Autograd's own
 backward formulas are C++ and create nothing from Python. Each reader runs as a plain module (two
 segments with the state carried where it carries state, resets, shared memories, attention and cell
-tapes asked for) on its fast path, with its compiled loops off or its autograd loop
-(``USE_COMPILED`` / ``USE_FUNCTION``) and on its ``impl = "reference"`` path; and inside the LM,
+tapes asked for) on its fast path, with its compiled loops off (``USE_COMPILED``; the NSE then runs
+its Python loop) and on its ``impl = "reference"`` path; and inside the LM,
 pointer-cloze and classifier heads; every head runs with its default criterion (the setups of
 ``tests/test_head_contract.py``), the pair head with each encoder, and the translation heads also
 decode (greedy and beam search). Each gives the same loss and gradients as outside the context.
@@ -165,7 +165,7 @@ def test_every_memread_function_is_wrapped(monkeypatch):
 
 # modules with a switch between the fast path and its fall-back, and the readers that run through them
 SWITCHES = {"lstmn": (lstmn, "USE_COMPILED"), "attention": (window, "USE_COMPILED"), "kv": (window, "USE_COMPILED"),
-            "kvp": (window, "USE_COMPILED"), "nse": (nse, "USE_FUNCTION")}
+            "kvp": (window, "USE_COMPILED"), "nse": (nse, "USE_COMPILED")}
 
 
 def test_every_switch_is_exercised():

@@ -1,7 +1,7 @@
-"""NSE / MMA-NSE reader: shapes; the fast path equals the library's per-example, per-step reference
-reading of equations (1)-(6) and (7)-(15) (``impl = "reference"``) in float64 (with padding in the
-input and in the shared memories, two layers, a linear input map, one and two shared memories),
-gradients included; every parameter gets a gradient; one sequence alone equals the same sequence in a padded batch; padding values
+"""NSE / MMA-NSE reader: shapes; the fast path (its compiled loop and its Python loop) and the
+autograd loop equal the library's per-example, per-step reference reading of equations (1)-(6) and
+(7)-(15) (``impl = "reference"``) in float64 (with padding in the input and in the shared memories,
+two layers, a linear input map, one and two shared memories), gradients included; every parameter gets a gradient; one sequence alone equals the same sequence in a padded batch; padding values
 change nothing; the keys and the memory respect the masks; a tiny classifier learns; misuse is
 refused with a MemreadError.
 """
@@ -15,6 +15,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+import memread.readers._nse_kernels as nse_kernels
 import memread.readers.nse as nse_module
 from memread.errors import MemreadError
 from memread.readers import READERS, build_reader
@@ -23,10 +24,14 @@ from memread.readers.nse import NSEConfig, NSEReader
 K = 4
 
 
-@pytest.fixture(params=["function", "autograd"])
+@pytest.fixture(params=["compiled", "function", "autograd"])
 def path(request, monkeypatch):
-    """Run a test on the hand-written backward pass (the fast path) and on the autograd loop."""
-    monkeypatch.setattr(nse_module, "USE_FUNCTION", request.param == "function")
+    """Run a test on the fast path's two loops with a hand-written backward pass, the compiled one
+    (skipped where it cannot be built) and the Python one, and on the autograd loop."""
+    if request.param == "compiled" and nse_kernels.kernels() is None:
+        pytest.skip("the compiled NSE kernels are not available here (no compiler or ninja)")
+    monkeypatch.setattr(nse_module, "USE_FUNCTION", request.param != "autograd")
+    monkeypatch.setattr(nse_module, "USE_COMPILED", request.param == "compiled")
     return request.param
 
 
@@ -200,7 +205,7 @@ def test_dropout_on_read_and_write_inputs_only_in_training(monkeypatch):
     assert not torch.allclose(a, b)
     # both paths apply the same dropout masks: same values and gradients under the same seed
     results = []
-    for use_function in (True, False):
+    for use_function in (True, False):  # the fast path (compiled where it can be built) and the autograd loop
         monkeypatch.setattr(nse_module, "USE_FUNCTION", use_function)
         torch.manual_seed(3)
         reader.zero_grad()

@@ -66,6 +66,20 @@ backward loop. It stores every ``M_t`` (O(B T^2 k) memory, as autograd would); w
 keeps two alternating buffers. The attention outputs are not differentiable. ``USE_FUNCTION = False``
 runs the same loop under autograd (``_autograd_loop``); tests check both against the equations.
 
+**Compiled loop.** On the CPU (float32 and float64) the whole time loop and its backward pass run in
+C++ when a compiler is available (``_nse_kernels.cpp``, built on first use; see
+:mod:`memread.readers._nse_kernels`; ``USE_COMPILED = False`` or ``MEMREAD_NO_EXTENSIONS=1`` runs
+``_NSELoop``, which is also the path on other devices), with no Python per step: per row and memory
+(the own one and every shared one) the keys' scores, masked softmax, the read, the erase/write and, in
+the backward pass, their gradients are single loops over the row's slots (slots with ``z_i = 0``, i.e.
+padded slots and padded steps, are skipped); per step the compose product ``W_c^m [reads]`` and each
+write layer's gates, one matmul with ``[W_ih W_hh]`` on ``[input_t | h_{t-1}]``, go to ATen, and the
+weight gradients are still summed over all steps in one matmul each. The batch is split into blocks
+of rows between torch's threads, each running the whole loop over its rows. It keeps every ``M_t`` as
+one tensor per step (without gradients, one buffer updated in place). In float32 its tanh and sigmoid
+are a vectorised form within 3 float32 ulps of tanh (float64 uses ``std::tanh``), so it agrees with
+``_NSELoop`` to float32 precision and, in float64, both equal the reference.
+
 **Autocast.** Under ``torch.autocast`` the read LSTM and the ``W_c^o o_t`` part run in the autocast
 dtype and the time loop (either one) in float32, on float32 inputs with autocast off
 (:mod:`memread.modules.precision`): the memories and ``h`` come out in float32.
@@ -94,6 +108,7 @@ from memread.errors import MemreadError
 from memread.modules.lstm_step import lstm_step
 from memread.modules.masking import masked_softmax
 from memread.modules.precision import in_float32, to_float32
+from memread.readers._nse_kernels import kernels
 from memread.readers.base import ReaderOutput
 from memread.typed import DropoutRate, NonNegInt, PositiveInt
 
@@ -173,7 +188,7 @@ class NSEReader(nn.Module):
                         getattr(w, f"bias_ih_l{layer}") + getattr(w, f"bias_hh_l{layer}")]
         M0s = [M_n for M_n, _ in shared]
         masks = [mask, *(mask_n for _, mask_n in shared)]
-        loop = _NSELoop.apply if USE_FUNCTION else _autograd_loop
+        loop = _fast_loop if USE_FUNCTION else _autograd_loop
         # under autocast the loop runs in float32 (memread.modules.precision)
         h, z, M, *rest = in_float32(loop, o, c_o, keep, masks, self.cfg.layers, u, *M0s, *weights)
         Ms, zs_n = rest[: len(shared)], rest[len(shared) :]
@@ -196,9 +211,24 @@ class NSEReader(nn.Module):
 # compose weights on the retrieved slots), then per write layer W_ih, W_hh and b_ih + b_hh. They
 # return h (B, T, k), z (B, T, T), M_T, M_T^n .., z^n (B, T, S_n) ..
 
-# The custom autograd function below is the fast path; ``_autograd_loop`` computes the same with
-# autograd (tests compare both with the naive equations).
+# The custom autograd functions below are the fast path (``_NSECompiledLoop`` where the compiled loop
+# runs, else ``_NSELoop``); ``_autograd_loop`` computes the same with autograd (tests compare them all
+# with the naive equations).
 USE_FUNCTION = True
+# The compiled loop (``_nse_kernels.cpp``) is used for CPU tensors in float32 / float64 when it could be
+# built. Tests switch it off to check the Python loop.
+USE_COMPILED = True
+
+
+def _compiled_kernels(like: Tensor):
+    return kernels.for_tensor(like, USE_COMPILED)
+
+
+def _fast_loop(o, c_o, keep, masks, layers, M0, *rest):
+    """The fast path: the compiled loop where it runs (decided here, after ``in_float32``), else ``_NSELoop``."""
+    if _compiled_kernels(o) is not None:
+        return _NSECompiledLoop.apply(o, c_o, keep, masks, layers, M0, *rest)
+    return _NSELoop.apply(o, c_o, keep, masks, layers, M0, *rest)
 
 
 def _keys(M: Tensor, o_t: Tensor, mask: Tensor, live: Tensor) -> Tensor:
@@ -363,6 +393,85 @@ class _NSELoop(torch.autograd.Function):
             inp = c_in if layer == 0 else hid[layer - 1, 1:]
             dg = flat(dgates[layer])
             d_weights += [dg.t() @ flat(inp), dg.t() @ flat(hid[layer, :-1]), dg.sum(0)]
+        return (do.transpose(0, 1), dc_all.transpose(0, 1), None, None, None, *dM, *d_weights)
+
+
+class _NSECompiledLoop(torch.autograd.Function):
+    """The time loop of ``_NSELoop`` in C++ (``_nse_kernels.cpp``): same equations, no Python per step.
+
+    Buffers are time-major, as in ``_NSELoop``; each write layer's input and previous output lie side by
+    side, ``X^l_t = [input_t | h^l_{t-1}]``, so that its gates are one matmul with ``[W_ih W_hh]`` per step
+    and its weight gradients one matmul over all steps."""
+
+    @staticmethod
+    def forward(ctx, o, c_o, keep, masks, layers, M0, *rest):
+        n = len(masks) - 1
+        M0s, (W_cm, *lstm) = [M0, *rest[:n]], rest[n:]
+        B, T, k = o.shape
+        N = c_o.size(2)
+        store = any(ctx.needs_input_grad)  # keep what the backward pass needs only when there is one
+        # every M_t for the backward pass (M_0 itself first), else one buffer updated in place; one tensor
+        # per step: a block above glibc's mmap threshold (at most 32 MiB, which the whole tape exceeds at
+        # B = 32, T = 30, k = 300) is mapped afresh by every call and page-faulted in as it is written,
+        # which took a tenth of a training step there
+        mem = [[M.contiguous(), *(M.new_empty(B, M.size(1), k) for _ in range(T))] if store
+               else [M.clone(memory_format=torch.contiguous_format)] for M in M0s]
+        z_all = [o.new_empty(T, B, M.size(1)) for M in M0s]
+        reads = o.new_empty(T, B, (n + 1) * k)
+        X = [o.new_empty(T, B, (N if layer == 0 else k) + k) for layer in range(layers)]
+        for x in X:
+            x[0, :, -k:] = 0  # h^l_{-1} = 0
+        gates = o.new_empty(layers, T, B, 4 * k)
+        cells = o.new_empty(layers, T + 1, B, k)
+        cells[:, 0] = 0
+        H = o.new_empty(T, B, k)
+        # [W_ih W_hh] for the backward pass, and its transpose made contiguous for the forward products
+        # (X_t [W_ih W_hh]^T on a transposed view was 40% slower with MKL, at 32 rows, k = 300)
+        W_cat = [torch.cat([lstm[3 * layer], lstm[3 * layer + 1]], dim=1) for layer in range(layers)]
+        W_catT = [torch.cat([lstm[3 * layer].t(), lstm[3 * layer + 1].t()]) for layer in range(layers)]
+        W_cm = W_cm.contiguous()
+        bias = [lstm[3 * layer + 2].contiguous() for layer in range(layers)]
+        o, c_o = o.contiguous(), c_o.contiguous()
+        keep = None if keep is None else keep.contiguous()
+        masks = [m.contiguous() for m in masks]
+        flat_mem = [M_t for steps in mem for M_t in steps]
+        kernels().forward(o, c_o, keep, masks[0], masks, flat_mem, z_all, reads, X, gates, cells, H,
+                          W_cm.t().contiguous(), W_catT, bias, store)
+        if store:
+            ctx.save_for_backward(o, keep, *masks, *flat_mem, *z_all, reads, *X, gates, cells, H, W_cm, *W_cat)
+        ctx.n, ctx.layers, ctx.N, ctx.T = n, layers, N, T
+        zs = [z.transpose(0, 1) for z in z_all]
+        ctx.mark_non_differentiable(*zs)
+        ctx.set_materialize_grads(False)
+        return H.transpose(0, 1), zs[0], *(steps[-1] for steps in mem), *zs[1:]
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, grad_h, _grad_z, *grads):
+        n, L, N = ctx.n, ctx.layers, ctx.N
+        o, keep, *saved = ctx.saved_tensors
+        J = n + 1
+        T = ctx.T
+        masks, saved = saved[:J], saved[J:]
+        mem, saved = saved[: J * (T + 1)], saved[J * (T + 1) :]
+        z_all, (reads, *saved) = saved[:J], saved[J:]
+        X, (gates, cells, H, W_cm, *W_cat) = saved[:L], saved[L:]
+        B, k = H.size(1), H.size(2)
+        dM = [g.clone(memory_format=torch.contiguous_format) if g is not None else mem[j * (T + 1)].new_zeros(
+              mem[j * (T + 1)].shape) for j, g in enumerate(grads[:J])]
+        dgates = o.new_empty(L, T, B, 4 * k)  # d gate pre-activations
+        dc_all = o.new_empty(T, B, N)  # d c_t (before dropout) = d c_o
+        do = o.new_empty(T, B, k)
+        kernels().backward(None if grad_h is None else grad_h.contiguous(), o, keep, list(masks), list(mem),
+                           list(z_all), list(X), gates, cells, H, W_cm, list(W_cat), dM, dgates, dc_all, do)
+        # the weight gradients, summed over all steps at once
+        flat = lambda x: x.reshape(-1, x.size(-1))  # noqa: E731
+        d_weights = [flat(dc_all).t() @ flat(reads)]  # W_c^m
+        for layer in range(L):
+            dg = flat(dgates[layer])
+            dW = dg.t() @ flat(X[layer])  # [d W_ih | d W_hh]
+            in_l = X[layer].size(2) - k
+            d_weights += [dW[:, :in_l], dW[:, in_l:], dg.sum(0)]
         return (do.transpose(0, 1), dc_all.transpose(0, 1), None, None, None, *dM, *d_weights)
 
 
