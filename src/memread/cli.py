@@ -5,6 +5,7 @@
     memread train --resume RUN_DIR          continue a stopped or killed run exactly
     memread train CONFIG --nproc N          the same with N processes (torchrun, DDP); --device cuda for GPUs
     memread eval RUN_DIR [--split test]     metrics of the best checkpoint
+    memread compare RUN_A RUN_B             paired significance test of two runs on a split (p-value, interval)
     memread export RUN_DIR OUT              the run as one model archive (safetensors weights, config, vocabulary)
     memread predict RUN_OR_ARCHIVE [FILE]   JSON lines in (the task's record format), JSON lines out
     memread bench READER [--batch ...]      training tokens/s against torch's fused nn.LSTM
@@ -220,6 +221,36 @@ def cmd_eval(args: argparse.Namespace) -> int:
     bs = args.batch_size or cfg.train.eval_batch_size or task.default_eval_batch_size
     metrics = evaluate(model, task, args.split, bs, progress=sys.stderr.isatty())
     print(json.dumps({"run_dir": args.run_dir, "split": args.split, "checkpoint": args.checkpoint, **metrics}))
+    return 0
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    from memread.data.root import data_root
+    from memread.experiment import load_trained
+    from memread.significance import UnitTable, paired_test
+    from memread.training.loop import evaluate
+
+    device, root = _device(args), data_root(args.data_root)
+    tables, criteria, batch_size = [], [], args.batch_size
+    for run_dir in (args.run_a, args.run_b):
+        cfg, task, model = load_trained(Path(run_dir), root, args.checkpoint, device)
+        # both runs read the split in batches of the same size, so that their units are the same
+        batch_size = batch_size or cfg.train.eval_batch_size or task.default_eval_batch_size
+        criterion = task.build_criterion(model)
+        units: list = []
+        evaluate(model, task, args.split, batch_size, progress=sys.stderr.isatty(), criterion=criterion, units=units)
+        tables.append(UnitTable.from_batches(units))
+        criteria.append(criterion)
+        del model
+    a, b = criteria
+    if type(a) is not type(b):
+        raise MemreadError(f"{args.run_a} is scored by {type(a).__name__} and {args.run_b} by {type(b).__name__}: "
+                           f"a paired test needs the same task and criterion")
+    result = paired_test(*tables, a.summarize, args.metric or a.selection_metric, a.higher_is_better,
+                         resamples=args.resamples, confidence=args.confidence, seed=args.seed,
+                         names=(args.run_a, args.run_b))
+    print(json.dumps({"a": args.run_a, "b": args.run_b, "split": args.split, "checkpoint": args.checkpoint,
+                      "batch_size": batch_size, **result.to_dict()}))
     return 0
 
 
@@ -543,6 +574,23 @@ def build_parser() -> argparse.ArgumentParser:
     _add_device(p)
     _add_data_root(p)
     p.set_defaults(func=cmd_eval)
+
+    p = sub.add_parser("compare", help="paired significance test of two trained runs on the same split",
+                       description="Evaluate two runs on the same split and test the difference of a metric with a "
+                                   "paired permutation test (p-value) and a paired bootstrap (confidence interval), "
+                                   "resampling the criterion's units: examples, questions or LM segment rows.")
+    p.add_argument("run_a")
+    p.add_argument("run_b")
+    p.add_argument("--split", default="test", choices=["train", "valid", "test"])
+    p.add_argument("--checkpoint", default="best", choices=["best", "last"])
+    p.add_argument("--metric", default=None, help="default: the criterion's selection metric (ppl, accuracy, map)")
+    p.add_argument("--batch-size", type=int, default=0, help="the same for both runs (default: run A's eval batch size)")
+    p.add_argument("--resamples", type=int, default=10_000)
+    p.add_argument("--confidence", type=float, default=0.95)
+    p.add_argument("--seed", type=int, default=0)
+    _add_data_root(p)
+    _add_device(p)
+    p.set_defaults(func=cmd_compare)
 
     p = sub.add_parser("bench", help="training tokens/s of a reader against torch's fused nn.LSTM")
     p.add_argument("reader")

@@ -31,16 +31,22 @@ class AnswerSelection:
         scores = out.logits  # (B,) one logit per candidate
         labels = batch["label"].to(scores.dtype)  # (B,) 1 = a correct answer
         nll = F.binary_cross_entropy_with_logits(scores, labels, reduction="none")  # (B,)
-        stats = {"nll": nll.sum().detach(), "correct": ((scores > 0) == (labels > 0.5)).sum().detach(),
+        hit = ((scores > 0) == (labels > 0.5)).to(nll.dtype)
+        stats = {"nll": nll.sum().detach(), "correct": hit.sum().detach(),
                  "count": torch.tensor(float(len(labels)), device=nll.device)}
-        if "question" in batch:  # whole questions: rank each question's candidates
+        units = None
+        if "question" in batch:  # whole questions: rank each question's candidates; a question is a unit
             questions = batch["question"]
-            ranked = metrics.map_mrr((scores[questions == q].tolist(), batch["label"][questions == q].tolist())
-                                     for q in questions.unique().tolist())
-            n = ranked["questions"]
-            stats.update(ap=torch.tensor(ranked["map"] * n, device=nll.device), rr=torch.tensor(ranked["mrr"] * n, device=nll.device),
-                         questions=torch.tensor(float(n), device=nll.device))
-        return Loss(nll.mean(), stats, weight=nll.numel())
+            qs = questions.unique()
+            rows = (questions.unsqueeze(0) == qs.unsqueeze(1)).to(nll.dtype)  # (Q, B): question q's candidates
+            ranks = [metrics.map_mrr([(scores[questions == q].tolist(), batch["label"][questions == q].tolist())])
+                     for q in qs.tolist()]
+            units = {"nll": rows @ nll.detach(), "correct": rows @ hit, "count": rows.sum(1),
+                     **{key: torch.tensor([r[metric] * r["questions"] for r in ranks], dtype=nll.dtype, device=nll.device)
+                        for key, metric in (("ap", "map"), ("rr", "mrr"))},
+                     "questions": torch.tensor([float(r["questions"]) for r in ranks], dtype=nll.dtype, device=nll.device)}
+            stats.update(ap=units["ap"].sum(), rr=units["rr"].sum(), questions=units["questions"].sum())
+        return Loss(nll.mean(), stats, weight=nll.numel(), units=units)
 
     def summarize(self, sums: dict[str, float]) -> dict[str, float]:
         q = sums.get("questions", 0.0)

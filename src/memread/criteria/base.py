@@ -4,6 +4,11 @@ the model.
 ``criterion(out, batch) -> Loss``: the scalar loss to minimise and detached statistics summed over the
 batch (sums, so that they add up over batches and processes); ``summarize(sums) -> metrics`` turns the
 sums of a whole split into metrics, ``selection_metric`` names the one that picks checkpoints.
+
+``Loss.units`` splits the batch's statistics by the unit a paired significance test resamples (an example,
+a question with its candidates, a row of a language-model segment): ``units[key]`` is (U,), one value per
+unit, and sums to ``stats[key]``. Any subset of a split's units, summed and summarized, gives that
+subset's metrics, so ``memread compare`` tests any criterion's metrics (:mod:`memread.significance`).
 """
 
 from __future__ import annotations
@@ -23,6 +28,8 @@ class Loss:
     # what ``value`` is a mean over (examples, sequences or tokens), so that the losses of a batch's shards on
     # several processes combine into the loss of the whole batch; None: the shards are always equal
     weight: Tensor | float | None = None
+    # the statistics per unit (U,) each, summing to ``stats`` (see the module docstring); None: not split
+    units: dict[str, Tensor] | None = None
 
 
 class Criterion(Protocol):

@@ -27,9 +27,9 @@ class CrossEntropy:
     def __call__(self, out: ModelOutput, batch: dict) -> Loss:
         logits, labels = out.logits, batch["label"]  # (B, C), (B,)
         nll = F.cross_entropy(logits, labels, reduction="none")  # (B,)
-        correct = (logits.argmax(dim=-1) == labels).sum()
-        stats = {"nll": nll.sum().detach(), "correct": correct.detach(), "count": torch.tensor(float(len(labels)), device=nll.device)}
-        return Loss(nll.mean(), stats, weight=nll.numel())
+        hit = (logits.argmax(dim=-1) == labels).to(nll.dtype)
+        units = {"nll": nll.detach(), "correct": hit, "count": torch.ones_like(hit)}  # the units: examples
+        return Loss(nll.mean(), {k: v.sum() for k, v in units.items()}, weight=nll.numel(), units=units)
 
     def summarize(self, sums: dict[str, float]) -> dict[str, float]:
         return accuracy_and_nll(sums)

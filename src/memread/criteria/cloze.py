@@ -77,6 +77,17 @@ def answer_stats(log_p: Tensor, batch: dict, nll: Tensor | None = None) -> tuple
     return nll, stats
 
 
+def answer_units(nll: Tensor, log_p: Tensor, batch: dict, stats: dict[str, Tensor]) -> dict[str, Tensor]:
+    """:func:`answer_stats`' statistics per question (the units of a paired test), (B,) each."""
+    hit = (to_float32(log_p).argmax(dim=-1) == batch["answer"]).float()
+    units = {"nll": nll.detach().float(), "correct": hit, "count": torch.ones_like(hit)}
+    for key in stats:  # correct_g{i}, count_g{i}: the question's own group only
+        if key.startswith(("correct_g", "count_g")):
+            in_g = (batch["group"] == int(key.split("_g", 1)[1])).float()
+            units[key] = in_g * (hit if key.startswith("correct") else 1.0)
+    return units
+
+
 def summarize(sums: dict[str, float], groups: list[str]) -> dict[str, float]:
     """Accuracy and mean NLL of a split; ``accuracy_{group}`` for each group with questions."""
     out = accuracy_and_nll(sums)
@@ -108,7 +119,7 @@ class ClozeNLL:
         loss = nll.mean()
         if self.emb_l2:
             loss = loss + self.emb_l2 * self.embedding.weight.pow(2).sum()
-        return Loss(loss, stats, weight=nll.numel())  # the penalty adds up to itself over the shards
+        return Loss(loss, stats, weight=nll.numel(), units=answer_units(nll, out.logits, batch, stats))  # the penalty adds up to itself over the shards
 
     def summarize(self, sums: dict[str, float]) -> dict[str, float]:
         return summarize(sums, self.groups)

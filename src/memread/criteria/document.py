@@ -25,10 +25,10 @@ class RatingConfig:
 
 
 def rating_sq_error(logits: Tensor, labels: Tensor, class_values: Tensor) -> Tensor:
-    """Summed squared error between the argmax class's rating value and the gold class's (Table 4's MSE
-    once divided by the count)."""
+    """Squared error (B,) between the argmax class's rating value and the gold class's (Table 4's MSE once
+    summed and divided by the count)."""
     values = class_values.to(logits.device)
-    return ((values[logits.argmax(-1)] - values[labels]) ** 2).sum().detach()
+    return ((values[logits.argmax(-1)] - values[labels]) ** 2).detach()
 
 
 class RatingCriterion:
@@ -44,7 +44,9 @@ class RatingCriterion:
 
     def __call__(self, out: ModelOutput, batch: dict) -> Loss:
         loss = self.cross_entropy(out, batch)
-        loss.stats["sq_err"] = rating_sq_error(out.logits, batch["label"], self.class_values)
+        sq_err = rating_sq_error(out.logits, batch["label"], self.class_values)
+        loss.stats["sq_err"] = sq_err.sum()
+        loss.units["sq_err"] = sq_err.to(loss.units["count"].dtype)
         return loss
 
     def summarize(self, sums: dict[str, float]) -> dict[str, float]:

@@ -33,11 +33,13 @@ class LMNLL:
         target, mask = batch["target"], batch["mask"]  # (B, T)
         nll = F.cross_entropy(out.logits.flatten(0, 1), target.flatten(), reduction="none").view_as(target)
         m = mask.to(nll.dtype)
+        row_nll, row_tokens = (nll * m).sum(1).detach(), m.sum(1)  # the units: a row of the segment
         nll_sum = (nll * m).sum()
         tokens = m.sum()
         loss = nll_sum / target.size(0) if self.reduction == "sequence" else nll_sum / tokens.clamp_min(1.0)
         return Loss(loss, {"nll": nll_sum.detach(), "tokens": tokens.detach()},
-                    weight=target.size(0) if self.reduction == "sequence" else tokens.detach())
+                    weight=target.size(0) if self.reduction == "sequence" else tokens.detach(),
+                    units={"nll": row_nll, "tokens": row_tokens})
 
     def summarize(self, sums: dict[str, float]) -> dict[str, float]:
         nll = sums["nll"] / max(sums["tokens"], 1.0)

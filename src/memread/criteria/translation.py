@@ -26,11 +26,15 @@ class TokenNLL:
 
     def __call__(self, out: ModelOutput, batch: dict) -> Loss:
         logits, target, mask = out.logits, batch["tgt_out"], batch["tgt_mask"]  # (B, T, V), (B, T), (B, T)
-        nll = F.cross_entropy(logits[mask], target[mask], reduction="sum")
+        m = mask.to(logits.dtype)
+        per_token = F.cross_entropy(logits.flatten(0, 1), target.flatten(), reduction="none").view_as(m) * m
+        nll = per_token.sum()
         tokens = mask.sum()
         correct = (logits.argmax(-1) == target)[mask].sum()
         stats = {"nll": nll.detach(), "tokens": tokens.detach().float(), "correct": correct.detach().float()}
-        return Loss(nll / tokens.clamp_min(1), stats, weight=tokens.detach())
+        units = {"nll": per_token.sum(1).detach(), "tokens": m.sum(1),  # the units: sentence pairs
+                 "correct": ((logits.argmax(-1) == target) & mask).sum(1).to(m.dtype)}
+        return Loss(nll / tokens.clamp_min(1), stats, weight=tokens.detach(), units=units)
 
     def summarize(self, sums: dict[str, float]) -> dict[str, float]:
         n = max(sums.get("tokens", 0.0), 1.0)

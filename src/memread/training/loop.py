@@ -44,10 +44,13 @@ def autocast(device: torch.device, precision: str):
 
 @torch.no_grad()
 def evaluate(model: torch.nn.Module, task: Any, split: str, batch_size: int, progress: bool = False,
-             criterion: Any = None, where: Placement | None = None, precision: str = "32") -> dict[str, float]:
+             criterion: Any = None, where: Placement | None = None, precision: str = "32",
+             units: list | None = None) -> dict[str, float]:
     """Metrics of ``model`` on a whole split (state carried across batches, as in training), on the model's
     device. Under torchrun the processes share the work (independent batches by index; a stream whose
-    batches continue each other is read by process 0 alone) and every process gets the same metrics."""
+    batches continue each other is read by process 0 alone) and every process gets the same metrics.
+    ``units``: a list that receives, batch by batch, the criterion's unit statistics ``{key: (U_b,) numpy}``
+    (:attr:`memread.criteria.base.Loss.units`, for :mod:`memread.significance`); one process only."""
     model.eval()
     device = next(model.parameters()).device
     where = where if where is not None else Placement(device)
@@ -61,6 +64,8 @@ def evaluate(model: torch.nn.Module, task: Any, split: str, batch_size: int, pro
         mine = range(len(batches)) if where.main else range(0)
     else:
         mine = range(where.rank, len(batches), where.world)
+    if units is not None and where.distributed:
+        raise MemreadError("unit statistics (memread compare) are collected by one process: run it without torchrun")
     for i in tqdm(mine, desc=f"eval {split}", leave=False, disable=not (progress and where.main), file=sys.stderr,
                   mininterval=1.0):
         batch = to_device(batches[i], device)
@@ -70,6 +75,11 @@ def evaluate(model: torch.nn.Module, task: Any, split: str, batch_size: int, pro
         state = out.state
         for k, v in loss.stats.items():
             stats[k] += float(v)
+        if units is not None:
+            if loss.units is None:
+                raise MemreadError(f"the criterion {type(criterion).__name__} does not split its statistics by unit "
+                                   f"on this batch, so no paired test is possible")
+            units.append({k: v.double().cpu().numpy() for k, v in loss.units.items()})
     return criterion.summarize(sum_over_processes(dict(stats), where))
 
 

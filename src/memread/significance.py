@@ -1,0 +1,152 @@
+"""Paired significance tests between two models' results on the same split (``memread compare``).
+
+A criterion splits its statistics by **unit** (:attr:`memread.criteria.base.Loss.units`: an example, a
+WikiQA question with its candidates, one row of a language-model segment), so any set of units, summed
+and passed to the criterion's ``summarize``, gives that set's metrics. Two models evaluated on the same
+split give two tables of unit statistics, row ``i`` of one and of the other measured on the same unit.
+The tests resample units, never tokens or candidates within a unit:
+
+- **paired permutation test** (sign flip, scipy's ``permutation_test`` with ``permutation_type =
+  "samples"``): under the null hypothesis that the two models are exchangeable, swapping the two
+  models' statistics of any unit leaves the distribution of ``metric(A) - metric(B)`` unchanged; the
+  two-sided p-value is the share of swaps whose difference is at least as far from 0 as the observed
+  one. For accuracy this is the randomisation form of McNemar's test; for perplexity it swaps whole
+  segment rows (their NLL sums), the unit the evaluation reads.
+- **paired bootstrap** (scipy's ``bootstrap`` with ``paired=True``, percentile interval): a confidence
+  interval of the difference, units drawn with replacement, the same draw for both models.
+
+Both use the metric exactly as the criterion computes it (MAP as the mean of per-question AP, perplexity
+as ``exp`` of the summed NLL over the summed tokens), so the observed difference is the one the two
+runs' ``final.json`` files show.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Callable
+
+import numpy as np
+
+from memread.errors import MemreadError
+
+Summarize = Callable[[dict[str, float]], dict[str, float]]
+
+
+@dataclass
+class UnitTable:
+    """The unit statistics of one evaluation: ``values`` (U, K), column ``j`` is statistic ``keys[j]``."""
+
+    keys: tuple[str, ...]
+    values: np.ndarray
+
+    @classmethod
+    def from_batches(cls, batches: list[dict[str, np.ndarray]]) -> "UnitTable":
+        """Concatenate per-batch ``{key: (U_b,)}`` tables, in batch order (keys that only some batches
+        have, such as bAbI's per-task counts, are 0 in the others)."""
+        keys = tuple(sorted({k for b in batches for k in b}))
+        if not keys:
+            raise MemreadError("this criterion reports no unit statistics: no paired test is possible")
+        cols = []
+        for b in batches:
+            n = len(next(iter(b.values())))
+            cols.append(np.stack([np.asarray(b.get(k, np.zeros(n)), dtype=np.float64) for k in keys], axis=1))
+        return cls(keys, np.concatenate(cols, axis=0))
+
+    def __len__(self) -> int:
+        return len(self.values)
+
+    def sums(self, rows: np.ndarray | slice = slice(None)) -> dict[str, float]:
+        return dict(zip(self.keys, self.values[rows].sum(axis=0).tolist()))
+
+
+@dataclass
+class PairedResult:
+    metric: str
+    a: float  # the metric of model A on all units
+    b: float
+    difference: float  # a - b
+    ci_low: float  # paired bootstrap confidence interval of a - b
+    ci_high: float
+    confidence: float
+    p_value: float  # two-sided, paired permutation
+    units: int
+    resamples: int
+    higher_is_better: bool
+
+    @property
+    def better(self) -> str:
+        """Which model the observed difference favours ("A", "B" or "tie")."""
+        if self.difference == 0:
+            return "tie"
+        return "A" if (self.difference > 0) == self.higher_is_better else "B"
+
+    def verdict(self, alpha: float = 0.05) -> str:
+        if self.p_value < alpha:
+            return f"{self.better} is better (p = {self.p_value:.3g} < {alpha})"
+        return f"no significant difference (p = {self.p_value:.3g} >= {alpha})"
+
+    def to_dict(self) -> dict:
+        return {**asdict(self), "better": self.better, "verdict": self.verdict()}
+
+
+# statistics that say how much a unit holds (tokens, examples, candidates, questions): equal for both
+# models when they read the same split
+SIZE_KEYS = ("tokens", "count", "questions")
+
+
+def check_paired(a: UnitTable, b: UnitTable, names: tuple[str, str] = ("A", "B")) -> None:
+    """Refuse tables that are not of the same units in the same order."""
+    if a.keys != b.keys:
+        raise MemreadError(f"{names[0]} and {names[1]} report different statistics ({', '.join(a.keys)} vs "
+                           f"{', '.join(b.keys)}): not the same task and criterion")
+    if len(a) != len(b):
+        raise MemreadError(f"{names[0]} has {len(a)} units and {names[1]} {len(b)}: not the same split, or "
+                           f"evaluated with different batch sizes (pass the same --batch-size to both)")
+    for key in SIZE_KEYS + tuple(k for k in a.keys if k.startswith("count_g")):
+        if key in a.keys:
+            j = a.keys.index(key)
+            differ = np.flatnonzero(a.values[:, j] != b.values[:, j])
+            if len(differ):
+                raise MemreadError(f"unit {differ[0]} holds {a.values[differ[0], j]:g} {key} in {names[0]} and "
+                                   f"{b.values[differ[0], j]:g} in {names[1]}: the units are not the same "
+                                   f"(another split, data or batching)")
+
+
+def paired_test(a: UnitTable, b: UnitTable, summarize: Summarize, metric: str, higher_is_better: bool,
+                resamples: int = 10_000, confidence: float = 0.95, seed: int = 0,
+                names: tuple[str, str] = ("A", "B")) -> PairedResult:
+    """Paired permutation p-value and paired bootstrap interval of ``metric(a) - metric(b)``."""
+    from scipy import stats
+
+    check_paired(a, b, names)
+    if metric not in summarize(a.sums()):
+        raise MemreadError(f"no metric {metric!r}; this criterion reports {', '.join(summarize(a.sums()))}")
+    if len(a) < 2:
+        raise MemreadError(f"{len(a)} unit(s): a paired test needs at least 2")
+    # the units' statistics side by side: unit i of A is row i, of B row U + i; a sample is a vector of row
+    # indices, so swapping a pair swaps whole rows of statistics between the models
+    table = np.concatenate([a.values, b.values])
+    U = len(a)
+
+    def value(rows: np.ndarray) -> np.ndarray:  # rows (..., U) -> the metric of each resample (...)
+        totals = table[rows].sum(axis=-2)  # (..., K)
+        flat = totals.reshape(-1, totals.shape[-1])
+        out = np.array([summarize(dict(zip(a.keys, t.tolist())))[metric] for t in flat])
+        return out.reshape(totals.shape[:-1])
+
+    def difference(x: np.ndarray, y: np.ndarray, axis: int = -1) -> np.ndarray:
+        x, y = np.moveaxis(x, axis, -1), np.moveaxis(y, axis, -1)
+        return value(x) - value(y)
+
+    ia, ib = np.arange(U), np.arange(U) + U
+    observed = float(difference(ia, ib))
+    rng = np.random.default_rng(seed)
+    perm = stats.permutation_test((ia, ib), difference, permutation_type="samples", vectorized=True,
+                                  n_resamples=resamples, alternative="two-sided", random_state=rng,
+                                  batch=max(1, 2_000_000 // (U * table.shape[1])))
+    boot = stats.bootstrap((ia, ib), difference, paired=True, vectorized=True, n_resamples=resamples,
+                           confidence_level=confidence, method="percentile", random_state=rng,
+                           batch=max(1, 2_000_000 // (U * table.shape[1])))
+    low, high = boot.confidence_interval
+    return PairedResult(metric, float(value(ia)), float(value(ib)), observed, float(low), float(high), confidence,
+                        float(perm.pvalue), U, resamples, higher_is_better)

@@ -1,0 +1,152 @@
+"""Paired significance tests (memread.significance, ``memread compare``): every criterion splits its
+statistics into units that add up to them, and the tests resample those units."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import torch
+
+from conftest import subprocess_env
+from memread.criteria.answer_selection import AnswerSelection
+from memread.criteria.classification import CrossEntropy
+from memread.criteria.cloze import ClozeNLL, ClozeNLLConfig
+from memread.criteria.document import RatingCriterion
+from memread.criteria.lm import LMNLL, LMNLLConfig
+from memread.criteria.translation import TokenNLL
+from memread.errors import MemreadError
+from memread.heads.base import ModelOutput
+from memread.significance import UnitTable, paired_test
+
+
+def _cases():
+    g = torch.Generator().manual_seed(0)
+    B, T, V, C = 5, 7, 11, 4
+    mask = torch.arange(T) < torch.tensor([7, 7, 3, 0, 5]).unsqueeze(1)  # a row with no token at all
+    lm = (LMNLL(LMNLLConfig()), ModelOutput(logits=torch.randn(B, T, V, generator=g)),
+          {"target": torch.randint(V, (B, T), generator=g), "mask": mask})
+    mt = (TokenNLL(), ModelOutput(logits=torch.randn(B, T, V, generator=g)),
+          {"tgt_out": torch.randint(V, (B, T), generator=g), "tgt_mask": mask})
+    labels = torch.randint(C, (B,), generator=g)
+    cls = (CrossEntropy(), ModelOutput(logits=torch.randn(B, C, generator=g)), {"label": labels})
+    rating = (RatingCriterion([1.0, 2.0, 4.0, 5.0]), ModelOutput(logits=torch.randn(B, C, generator=g)), {"label": labels})
+    cloze = (ClozeNLL(ClozeNLLConfig(), ["qa1", "qa2", "qa3"]), ModelOutput(logits=torch.randn(B, C, generator=g).log_softmax(-1)),
+             {"answer": labels, "group": torch.tensor([0, 2, 2, 0, 2])})
+    # WikiQA: 9 candidates of 3 questions (the middle one has no correct candidate: filtered out of MAP)
+    question = torch.tensor([0, 0, 0, 1, 1, 2, 2, 2, 2])
+    wikiqa = (AnswerSelection(), ModelOutput(logits=torch.randn(9, generator=g)),
+              {"label": torch.tensor([0, 1, 0, 0, 0, 1, 0, 1, 0]), "question": question})
+    return {"lm": lm, "translation": mt, "classification": cls, "rating": rating, "cloze": cloze, "wikiqa": wikiqa}
+
+
+@pytest.mark.parametrize("name", list(_cases()))
+def test_each_criterions_units_add_up_to_its_batch_statistics(name):
+    criterion, out, batch = _cases()[name]
+    loss = criterion(out, batch)
+    assert loss.units, f"{name}: no unit statistics"
+    lengths = {len(v) for v in loss.units.values()}
+    assert len(lengths) == 1  # one value per unit for every statistic
+    for key, total in loss.stats.items():
+        assert float(loss.units[key].sum()) == pytest.approx(float(total), rel=1e-6, abs=1e-6), key
+    # the split's metrics, from the units, are the criterion's
+    table = UnitTable.from_batches([{k: v.double().numpy() for k, v in loss.units.items()}])
+    expected = criterion.summarize({k: float(v) for k, v in loss.stats.items()})
+    assert criterion.summarize(table.sums()) == pytest.approx(expected)
+    if name == "wikiqa":
+        assert lengths == {3} and loss.units["questions"].tolist() == [1.0, 0.0, 1.0]
+
+
+def _accuracy_table(hits) -> UnitTable:
+    hits = np.asarray(hits, dtype=float)
+    return UnitTable(("correct", "count"), np.stack([hits, np.ones_like(hits)], axis=1))
+
+
+def accuracy(sums):
+    return {"accuracy": sums["correct"] / sums["count"]}
+
+
+def test_the_permutation_p_value_is_the_exact_sign_flip_test_when_every_flip_is_drawn():
+    a = [1, 1, 1, 0, 1, 1, 0, 1, 1, 1]
+    b = [0, 1, 0, 0, 1, 0, 1, 0, 1, 0]
+    r = paired_test(_accuracy_table(a), _accuracy_table(b), accuracy, "accuracy", True, resamples=5000)
+    # by hand: every one of the 2^10 swaps of the pairs, |difference| >= the observed 0.4
+    diffs = [sum((x if s else y) - (y if s else x) for x, y, s in zip(a, b, flips)) / 10
+             for flips in itertools.product([True, False], repeat=10)]
+    exact = sum(abs(d) >= 0.4 - 1e-12 for d in diffs) / len(diffs)
+    assert r.difference == pytest.approx(0.4) and r.a == 0.8 and r.b == 0.4
+    assert r.p_value == pytest.approx(exact)  # 2^10 < resamples: scipy enumerates every swap
+    assert r.better == "A" and r.ci_low <= 0.4 <= r.ci_high
+
+
+def test_a_clear_difference_is_significant_and_none_is_not():
+    rng = np.random.default_rng(1)
+    b = rng.random(400) < 0.6
+    a = b | (rng.random(400) < 0.3)  # A right wherever B is, and on a third of the rest
+    r = paired_test(_accuracy_table(a), _accuracy_table(b), accuracy, "accuracy", True, resamples=2000)
+    assert r.p_value < 0.001 and r.ci_low > 0 and "A is better" in r.verdict()
+    same = paired_test(_accuracy_table(b), _accuracy_table(b), accuracy, "accuracy", True, resamples=2000)
+    assert same.difference == 0 and same.p_value == 1.0 and same.better == "tie"
+    assert same.verdict().startswith("no significant difference")
+
+
+def test_perplexity_is_tested_on_whole_units_and_lower_is_better():
+    rng = np.random.default_rng(2)
+    tokens = rng.integers(1, 36, size=300).astype(float)
+    nll_b = tokens * 5.0 + rng.normal(0, 3, size=300)
+    nll_a = nll_b - tokens * 0.05  # A: 5 % lower per-token NLL on every row
+    ppl = LMNLL(LMNLLConfig()).summarize
+    A = UnitTable(("nll", "tokens"), np.stack([nll_a, tokens], 1))
+    B = UnitTable(("nll", "tokens"), np.stack([nll_b, tokens], 1))
+    r = paired_test(A, B, ppl, "ppl", False, resamples=2000)
+    assert r.a == pytest.approx(np.exp(nll_a.sum() / tokens.sum())) and r.difference < 0
+    assert r.better == "A" and r.p_value < 0.001 and r.ci_high < 0
+
+
+def test_tables_of_different_units_are_refused():
+    a = _accuracy_table([1, 0, 1])
+    with pytest.raises(MemreadError, match="3 units and B 2"):
+        paired_test(a, _accuracy_table([1, 0]), accuracy, "accuracy", True)
+    lm = UnitTable(("nll", "tokens"), np.array([[3.0, 2.0], [4.0, 3.0]]))
+    other = UnitTable(("nll", "tokens"), np.array([[3.0, 2.0], [4.0, 4.0]]))
+    with pytest.raises(MemreadError, match="unit 1 holds 3 tokens in A and 4 in B"):
+        paired_test(lm, other, LMNLL(LMNLLConfig()).summarize, "ppl", False)
+    with pytest.raises(MemreadError, match="different statistics"):
+        paired_test(a, lm, accuracy, "accuracy", True)
+    with pytest.raises(MemreadError, match="no metric 'map'"):
+        paired_test(a, a, accuracy, "map", True)
+
+
+def _memread(*args, data_root):
+    return subprocess.run([sys.executable, "-m", "memread", *map(str, args)], capture_output=True, text=True,
+                          timeout=300, env=subprocess_env(MEMREAD_DATA=str(data_root)))
+
+
+@pytest.mark.slow
+def test_memread_compare_two_wikiqa_runs(tmp_path, fixtures):
+    runs = []
+    for seed in (1, 2):
+        cfg = tmp_path / f"exp{seed}.toml"
+        cfg.write_text('[data]\nname = "wikiqa"\nvectors = "glove/tiny.txt"\n\n[head]\nname = "pair"\n'
+                       'encoder = "attention"\nemb = 8\nmlp = 8\n\n[reader]\nname = "lstm"\nhidden = 8\n\n'
+                       f'[train]\nmax_steps = 6\nbatch_size = 4\nprogress = false\nseed = {seed}\n')
+        run = tmp_path / f"run{seed}"
+        r = _memread("train", cfg, "--run-dir", run, data_root=fixtures)
+        assert r.returncode == 0, r.stderr
+        runs.append(run)
+    r = _memread("compare", *runs, "--resamples", "500", data_root=fixtures)
+    assert r.returncode == 0, r.stderr
+    got = json.loads(r.stdout.strip().splitlines()[-1])
+    finals = [json.loads((run / "final.json").read_text())["test"] for run in runs]
+    assert got["metric"] == "map" and got["units"] >= finals[0]["questions"]  # filtered-out questions are units too
+    assert got["a"] == pytest.approx(finals[0]["map"]) and got["b"] == pytest.approx(finals[1]["map"])
+    assert got["difference"] == pytest.approx(finals[0]["map"] - finals[1]["map"]) and 0 < got["p_value"] <= 1
+    r = _memread("compare", runs[0], runs[0], "--metric", "mrr", "--resamples", "200", data_root=fixtures)
+    same = json.loads(r.stdout.strip().splitlines()[-1])
+    assert same["difference"] == 0 and same["p_value"] == 1.0 and same["a"] == pytest.approx(finals[0]["mrr"])
+    r = _memread("compare", runs[0], runs[1], "--metric", "bleu", data_root=fixtures)
+    assert r.returncode == 2 and "no metric 'bleu'" in r.stderr and "Traceback" not in r.stderr
