@@ -6,7 +6,12 @@ batch of 32 synthetic documents of real size:
 
 - ``typical``: 13 sentences per document (aclImdb's mean after our splitter is 13.4, median 11),
   sentence lengths drawn to match aclImdb's (median 18 words, mean 20), capped at 50 words;
-- ``long``: 40 sentences per document (the configs' cap; 5% of aclImdb reviews reach 32), same lengths.
+- ``long``: 40 sentences per document (the configs' cap; 5% of aclImdb reviews reach 32), same lengths;
+- ``2000``: 2,000 words per document (sentences of the same lengths until 2,000 words, the last one cut;
+  about 100 sentences, past the configs' cap: the long documents of issue 24's memory table).
+
+``lstmn-lstm`` is ``nse-lstm.toml`` with an LSTMN (whole tape) as the sentence reader, the LSTMN's row of
+the memory table.
 
 Every (config, checkpointing, size) runs in a fresh child process, which reports the **peak RSS delta**
 of its first training step: ``ru_maxrss`` after the step minus the resident set just before it (CPU:
@@ -38,8 +43,11 @@ from pathlib import Path
 import torch
 
 REPO = Path(__file__).resolve().parent.parent
-CONFIGS = ("nse-nse", "nse-lstm", "lstm-lstm")
-SIZES = {"typical": 13, "long": 40}
+# name -> (configs/imdb file, overrides)
+CONFIGS = {"nse-nse": ("nse-nse", []), "nse-lstm": ("nse-lstm", []), "lstmn-lstm": ("nse-lstm", ["reader.name=lstmn"]),
+           "lstm-lstm": ("lstm-lstm", [])}
+SIZES = {"typical": 13, "long": 40, "2000": 0}  # sentences per document; 0: 2,000 words, as many sentences as that takes
+WORDS_2000 = 2000
 BATCH, VOCAB = 32, 20_000
 
 
@@ -60,8 +68,9 @@ def run_one(config: str, checkpoint: bool, size: str, device: str, chunk: int = 
     from memread.heads.hierarchical import HierarchicalClassifier
     from memread.readers import build_reader
 
-    cfg = load_experiment(REPO / "configs" / "imdb" / f"{config}.toml",
-                          [f"head.checkpoint_sentences={str(checkpoint).lower()}"]
+    toml, overrides = CONFIGS[config]
+    cfg = load_experiment(REPO / "configs" / "imdb" / f"{toml}.toml",
+                          [*overrides, f"head.checkpoint_sentences={str(checkpoint).lower()}"]
                           + ([f"head.sentence_chunk={chunk}"] if chunk else []))
     t = cfg.head
     ratings = [1, 2, 3, 4, 7, 8, 9, 10]
@@ -73,8 +82,18 @@ def run_one(config: str, checkpoint: bool, size: str, device: str, chunk: int = 
     opt = torch.optim.Adam([p for p in model.parameters() if p.requires_grad], lr=cfg.train.lr,
                            weight_decay=cfg.train.weight_decay)
     rng = random.Random(0)
-    docs = [[[rng.randrange(2, VOCAB) for _ in range(sentence_length(rng, cfg.data.max_words))]
-             for _ in range(SIZES[size])] for _ in range(BATCH)]
+    def document() -> list[list[int]]:
+        if SIZES[size]:
+            return [[rng.randrange(2, VOCAB) for _ in range(sentence_length(rng, cfg.data.max_words))]
+                    for _ in range(SIZES[size])]
+        doc, words = [], 0
+        while words < WORDS_2000:
+            n = min(sentence_length(rng, cfg.data.max_words), WORDS_2000 - words)
+            doc.append([rng.randrange(2, VOCAB) for _ in range(n)])
+            words += n
+        return doc
+
+    docs = [document() for _ in range(BATCH)]
     ids, mask, sent_mask = pad_documents(docs, 0)
     batch = {"ids": ids.to(device), "mask": mask.to(device), "sent_mask": sent_mask.to(device),
              "label": torch.tensor([rng.randrange(len(ratings)) for _ in docs], device=device)}
@@ -108,7 +127,7 @@ def run_one(config: str, checkpoint: bool, size: str, device: str, chunk: int = 
     dt = statistics.median(times)
     return {"config": config, "checkpoint_sentences": checkpoint, "sentence_chunk": t.sentence_chunk,
             "size": size, "device": device,
-            "batch": BATCH, "sentences_per_doc": SIZES[size], "words": words,
+            "batch": BATCH, "sentences_per_doc": mask.size(1), "words": words,
             "max_sentence_len": int(mask.sum(2).max()), "peak_step_mib": round(peak / 2**20, 1),
             "peak_measure": how, "peak_reached_in_step": after_max > before_max or device == "cuda",
             "step_s": round(dt, 3), "tokens_per_s": round(words / dt), "threads": torch.get_num_threads()}
