@@ -226,31 +226,11 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
 def cmd_compare(args: argparse.Namespace) -> int:
     from memread.data.root import data_root
-    from memread.experiment import load_trained
-    from memread.significance import UnitTable, paired_test
-    from memread.training.loop import evaluate
+    from memread.tools.compare import compare_runs
 
-    device, root = _device(args), data_root(args.data_root)
-    tables, criteria, batch_size = [], [], args.batch_size
-    for run_dir in (args.run_a, args.run_b):
-        cfg, task, model = load_trained(Path(run_dir), root, args.checkpoint, device)
-        # both runs read the split in batches of the same size, so that their units are the same
-        batch_size = batch_size or cfg.train.eval_batch_size or task.default_eval_batch_size
-        criterion = task.build_criterion(model)
-        units: list = []
-        evaluate(model, task, args.split, batch_size, progress=sys.stderr.isatty(), criterion=criterion, units=units)
-        tables.append(UnitTable.from_batches(units))
-        criteria.append(criterion)
-        del model
-    a, b = criteria
-    if type(a) is not type(b):
-        raise MemreadError(f"{args.run_a} is scored by {type(a).__name__} and {args.run_b} by {type(b).__name__}: "
-                           f"a paired test needs the same task and criterion")
-    result = paired_test(*tables, a.summarize, args.metric or a.selection_metric, a.higher_is_better,
-                         resamples=args.resamples, confidence=args.confidence, seed=args.seed,
-                         names=(args.run_a, args.run_b))
-    print(json.dumps({"a": args.run_a, "b": args.run_b, "split": args.split, "checkpoint": args.checkpoint,
-                      "batch_size": batch_size, **result.to_dict()}))
+    print(json.dumps(compare_runs(args.run_a, args.run_b, data_root(args.data_root), args.split, args.checkpoint,
+                                  args.metric, args.batch_size, _device(args), args.resamples, args.confidence,
+                                  args.seed, progress=sys.stderr.isatty())))
     return 0
 
 

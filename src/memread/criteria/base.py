@@ -8,7 +8,7 @@ sums of a whole split into metrics, ``selection_metric`` names the one that pick
 ``Loss.units`` splits the batch's statistics by the unit a paired significance test resamples (an example,
 a question with its candidates, a row of a language-model segment): ``units[key]`` is (U,), one value per
 unit, and sums to ``stats[key]``. Any subset of a split's units, summed and summarized, gives that
-subset's metrics, so ``memread compare`` tests any criterion's metrics (:mod:`memread.significance`).
+subset's metrics, so ``memread compare`` tests any criterion's metrics (:mod:`memread.tools.compare`).
 """
 
 from __future__ import annotations

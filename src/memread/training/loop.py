@@ -50,7 +50,7 @@ def evaluate(model: torch.nn.Module, task: Any, split: str, batch_size: int, pro
     device. Under torchrun the processes share the work (independent batches by index; a stream whose
     batches continue each other is read by process 0 alone) and every process gets the same metrics.
     ``units``: a list that receives, batch by batch, the criterion's unit statistics ``{key: (U_b,) numpy}``
-    (:attr:`memread.criteria.base.Loss.units`, for :mod:`memread.significance`); one process only."""
+    (:attr:`memread.criteria.base.Loss.units`, for :mod:`memread.tools.compare`); one process only."""
     model.eval()
     device = next(model.parameters()).device
     where = where if where is not None else Placement(device)

@@ -1,4 +1,4 @@
-"""Paired significance tests between two models' results on the same split (``memread compare``).
+"""``memread compare``: paired significance tests between two models' results on the same split.
 
 A criterion splits its statistics by **unit** (:attr:`memread.criteria.base.Loss.units`: an example, a
 WikiQA question with its candidates, one row of a language-model segment), so any set of units, summed
@@ -150,3 +150,33 @@ def paired_test(a: UnitTable, b: UnitTable, summarize: Summarize, metric: str, h
     low, high = boot.confidence_interval
     return PairedResult(metric, float(value(ia)), float(value(ib)), observed, float(low), float(high), confidence,
                         float(perm.pvalue), U, resamples, higher_is_better)
+
+
+def compare_runs(run_a: str, run_b: str, data_root, split: str = "test", checkpoint: str = "best",
+                 metric: str | None = None, batch_size: int = 0, device: str = "cpu", resamples: int = 10_000,
+                 confidence: float = 0.95, seed: int = 0, progress: bool = False) -> dict:
+    """Evaluate both runs on ``split`` (batches of the same size, so that their units are the same) and test
+    the difference of ``metric`` (default: the criterion's selection metric). Returns the JSON-able result."""
+    from pathlib import Path
+
+    from memread.experiment import load_trained
+    from memread.training.loop import evaluate
+
+    tables, criteria = [], []
+    for run_dir in (run_a, run_b):
+        cfg, task, model = load_trained(Path(run_dir), data_root, checkpoint, device)
+        batch_size = batch_size or cfg.train.eval_batch_size or task.default_eval_batch_size
+        criterion = task.build_criterion(model)
+        units: list = []
+        evaluate(model, task, split, batch_size, progress=progress, criterion=criterion, units=units)
+        tables.append(UnitTable.from_batches(units))
+        criteria.append(criterion)
+        del model
+    a, b = criteria
+    if type(a) is not type(b):
+        raise MemreadError(f"{run_a} is scored by {type(a).__name__} and {run_b} by {type(b).__name__}: a paired "
+                           f"test needs the same task and criterion")
+    result = paired_test(*tables, a.summarize, metric or a.selection_metric, a.higher_is_better, resamples=resamples,
+                         confidence=confidence, seed=seed, names=(run_a, run_b))
+    return {"a": run_a, "b": run_b, "split": split, "checkpoint": checkpoint, "batch_size": batch_size,
+            **result.to_dict()}

@@ -1,4 +1,4 @@
-"""Paired significance tests (memread.significance, ``memread compare``): every criterion splits its
+"""Paired significance tests (memread.tools.compare, ``memread compare``): every criterion splits its
 statistics into units that add up to them, and the tests resample those units."""
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from memread.criteria.lm import LMNLL, LMNLLConfig
 from memread.criteria.translation import TokenNLL
 from memread.errors import MemreadError
 from memread.heads.base import ModelOutput
-from memread.significance import UnitTable, paired_test
+from memread.tools.compare import UnitTable, paired_test
 
 
 def _cases():
