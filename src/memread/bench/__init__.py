@@ -4,9 +4,11 @@
 - ``cloze``    the IAA reader against the AS Reader: ``memread bench iaa``
 - ``fusion``   the LSTMN deep-fusion decoder against an LSTM decoder with RNNSearch attention:
                ``memread bench lstmn-deep-fusion``
+- ``nse_decoder``  the NSE decoder (NSE-NSE translation) against torch's fused ``nn.LSTM``:
+               ``memread bench nse-decoder``
 
 This file holds what they share and imports neither torch nor the CLI: the interleaved timing, and
-the defaults of the token bench's flags (the CLI's parser reads them; the other two benches refuse
+the defaults of the token bench's flags (the CLI's parser reads them; the other benches refuse
 a flag that differs from them).
 """
 

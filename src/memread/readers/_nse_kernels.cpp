@@ -8,8 +8,10 @@
 // _nse_kernels.py.
 //
 // Buffers (time-major, so that a step's rows are contiguous):
-//   o (B, T, k), c_o (B, T, N), keep (B, T, N) or undefined, live (B, T) bool: a real step;
-//   memories j = 0 .. J-1 (the own one first, then the shared ones), each as ``steps`` tensors (B, S_j, k),
+//   o (B, T, k), c_o (B, T, N), keep (B, T, N) or undefined, live (B, T) bool: a real step (the NSE
+//   reader passes its own memory's mask, the NSE decoder its target mask);
+//   memories j = 0 .. J-1 (the NSE reader's own one first, then the shared ones; the NSE decoder has only
+//   the shared one, the encoder's memory), each as ``steps`` tensors (B, S_j, k),
 //   listed memory by memory (mem[j * steps + t]), step 0 given; with ``store`` (steps = T + 1) step t + 1
 //   is M_{t+1} (every memory is kept for the backward pass), without it (steps = 1) the one buffer is
 //   updated in place; masks[j] (B, S_j) bool: the real slots;
@@ -211,8 +213,8 @@ void forward_impl(const Tensor& o, const Tensor& c_o, const Tensor& keep, const 
 template <typename scalar_t>
 void backward_impl(const Tensor& grad_h, const Tensor& o, const Tensor& keep, const std::vector<Memory>& memories,
                    at::TensorList mem, at::TensorList z, at::TensorList X, const Tensor& G, const Tensor& C,
-                   const Tensor& H, const Tensor& W_cm, at::TensorList W_cat, at::TensorList dM, const Tensor& dG,
-                   const Tensor& dc_all, const Tensor& d_o) {
+                   const Tensor& H, const Tensor& W_cm, at::TensorList W_cat, const Tensor& dh_T, const Tensor& dc_T,
+                   at::TensorList dM, const Tensor& dG, const Tensor& dc_all, const Tensor& d_o) {
   const int64_t B = o.size(0), T = o.size(1), k = o.size(2), N = dc_all.size(2);
   const int64_t J = static_cast<int64_t>(memories.size()), L = static_cast<int64_t>(X.size()), R = J * k;
   const scalar_t* op = o.data_ptr<scalar_t>();
@@ -240,9 +242,10 @@ void backward_impl(const Tensor& grad_h, const Tensor& o, const Tensor& keep, co
   std::vector<scalar_t*> dxp(L);
   for (int64_t l = 0; l < L; ++l) {
     DXH[l] = o.new_zeros({B, in[l] + k});
+    if (dh_T.defined()) DXH[l].narrow(1, in[l], k).copy_(dh_T.select(0, l));  // d h^l_{T-1} from outside
     dxp[l] = DXH[l].data_ptr<scalar_t>();
   }
-  Tensor DC = o.new_zeros({L, B, k});  // d c^l_t from step t + 1
+  Tensor DC = dc_T.defined() ? dc_T.clone() : o.new_zeros({L, B, k});  // d c^l_t from step t + 1 (or outside)
   Tensor DR = o.new_empty({B, R});  // d [m_{r,t}; m_{r,t}^n ..]
   scalar_t* dcrp = DC.data_ptr<scalar_t>();
   scalar_t* drp = DR.data_ptr<scalar_t>();
@@ -406,9 +409,12 @@ void nse_forward(const Tensor& o, const Tensor& c_o, const std::optional<Tensor>
 }
 
 // Fills dM (the gradients of the final memories on entry, of the initial ones on exit), dG, dc_all, d_o.
+// dh_T, dc_T (L, B, k), if given: the gradients of the write LSTM's final states, h^l and c^l after the
+// last step (C[l, T]; outputs of the NSE decoder), added to those from the outputs H and the memories.
 void nse_backward(const std::optional<Tensor>& grad_h, const Tensor& o, const std::optional<Tensor>& keep,
                   at::TensorList masks, at::TensorList mem, at::TensorList z, at::TensorList X, const Tensor& G,
-                  const Tensor& C, const Tensor& H, const Tensor& W_cm, at::TensorList W_cat, at::TensorList dM,
+                  const Tensor& C, const Tensor& H, const Tensor& W_cm, at::TensorList W_cat,
+                  const std::optional<Tensor>& dh_T, const std::optional<Tensor>& dc_T, at::TensorList dM,
                   const Tensor& dG, const Tensor& dc_all, const Tensor& d_o) {
   for (const Tensor* x : {&o, &G, &C, &H, &dG, &dc_all, &d_o}) check(*x, "buffer");
   for (const Tensor& x : z) check(x, "z");
@@ -416,10 +422,17 @@ void nse_backward(const std::optional<Tensor>& grad_h, const Tensor& o, const st
   for (const Tensor& x : dM) check(x, "dM");
   const Tensor gh = grad_h.has_value() ? grad_h->contiguous() : Tensor();
   const Tensor kp = keep.has_value() ? keep->contiguous() : Tensor();
+  const int64_t L = static_cast<int64_t>(X.size()), B = o.size(0), k = o.size(2);
+  for (const std::optional<Tensor>* d : {&dh_T, &dc_T})
+    if (d->has_value())
+      TORCH_CHECK((*d)->dim() == 3 && (*d)->size(0) == L && (*d)->size(1) == B && (*d)->size(2) == k &&
+                      (*d)->scalar_type() == o.scalar_type(),
+                  "nse kernels: dh_T and dc_T must be (layers, B, k) in o's dtype");
+  const Tensor dh = dh_T.has_value() ? *dh_T : Tensor(), dc = dc_T.has_value() ? dc_T->contiguous() : Tensor();
   const std::vector<Memory> memories = memories_of(masks, mem);
   at::NoGradGuard no_grad;
   AT_DISPATCH_FLOATING_TYPES(o.scalar_type(), "nse_backward", [&] {
-    backward_impl<scalar_t>(gh, o, kp, memories, mem, z, X, G, C, H, W_cm, W_cat, dM, dG, dc_all, d_o);
+    backward_impl<scalar_t>(gh, o, kp, memories, mem, z, X, G, C, H, W_cm, W_cat, dh, dc, dM, dG, dc_all, d_o);
   });
 }
 
@@ -430,8 +443,8 @@ TORCH_LIBRARY(memread_nse, m) {
         "Tensor(b!)[] z, Tensor(c!) reads, Tensor(d!)[] X, Tensor(e!) G, Tensor(f!) C, Tensor(g!) H, "
         "Tensor W_cmT, Tensor[] W_catT, Tensor[] bias, bool store) -> ()");
   m.def("backward(Tensor? grad_h, Tensor o, Tensor? keep, Tensor[] masks, Tensor[] mem, Tensor[] z, Tensor[] X, "
-        "Tensor G, Tensor C, Tensor H, Tensor W_cm, Tensor[] W_cat, Tensor(a!)[] dM, Tensor(b!) dG, "
-        "Tensor(c!) dc_all, Tensor(d!) d_o) -> ()");
+        "Tensor G, Tensor C, Tensor H, Tensor W_cm, Tensor[] W_cat, Tensor? dh_T, Tensor? dc_T, Tensor(a!)[] dM, "
+        "Tensor(b!) dG, Tensor(c!) dc_all, Tensor(d!) d_o) -> ()");
 }
 
 TORCH_LIBRARY_IMPL(memread_nse, CPU, m) {

@@ -78,7 +78,9 @@ weight gradients are still summed over all steps in one matmul each. The batch i
 of rows between torch's threads, each running the whole loop over its rows. It keeps every ``M_t`` as
 one tensor per step (without gradients, one buffer updated in place). In float32 its tanh and sigmoid
 are a vectorised form within 3 float32 ulps of tanh (float64 uses ``std::tanh``), so it agrees with
-``_NSELoop`` to float32 precision and, in float64, both equal the reference.
+``_NSELoop`` to float32 precision and, in float64, both equal the reference. The NSE decoder of the
+NSE-NSE translation model (:mod:`memread.readers.nse_decoder`) runs the same compiled loop, with the
+encoder's memory as its only memory, under the same switch.
 
 **Autocast.** Under ``torch.autocast`` the read LSTM and the ``W_c^o o_t`` part run in the autocast
 dtype and the time loop (either one) in float32, on float32 inputs with autocast off
@@ -227,7 +229,7 @@ def _compiled_kernels(like: Tensor):
 def _fast_loop(o, c_o, keep, masks, layers, M0, *rest):
     """The fast path: the compiled loop where it runs (decided here, after ``in_float32``), else ``_NSELoop``."""
     if _compiled_kernels(o) is not None:
-        return _NSECompiledLoop.apply(o, c_o, keep, masks, layers, M0, *rest)
+        return _NSECompiledLoop.apply(o, c_o, keep, masks[0], masks, layers, False, M0, *rest)
     return _NSELoop.apply(o, c_o, keep, masks, layers, M0, *rest)
 
 
@@ -401,10 +403,16 @@ class _NSECompiledLoop(torch.autograd.Function):
 
     Buffers are time-major, as in ``_NSELoop``; each write layer's input and previous output lie side by
     side, ``X^l_t = [input_t | h^l_{t-1}]``, so that its gates are one matmul with ``[W_ih W_hh]`` per step
-    and its weight gradients one matmul over all steps."""
+    and its weight gradients one matmul over all steps.
+
+    Its arguments are ``_NSELoop``'s with two more: ``live`` (B, T) bool, the real steps (the NSE reader
+    passes its own memory's mask, ``masks[0]``), and ``states``: whether to return, after the outputs of
+    ``_NSELoop``, the write LSTM's final states ``h^l``, ``c^l`` (B, k) per layer (all ``h`` then all ``c``),
+    differentiable. The NSE decoder (:mod:`memread.readers.nse_decoder`, no own memory) passes its target
+    mask as ``live``, only the shared memory's mask in ``masks`` and ``states = True``."""
 
     @staticmethod
-    def forward(ctx, o, c_o, keep, masks, layers, M0, *rest):
+    def forward(ctx, o, c_o, keep, live, masks, layers, states, M0, *rest):
         n = len(masks) - 1
         M0s, (W_cm, *lstm) = [M0, *rest[:n]], rest[n:]
         B, T, k = o.shape
@@ -435,20 +443,30 @@ class _NSECompiledLoop(torch.autograd.Function):
         keep = None if keep is None else keep.contiguous()
         masks = [m.contiguous() for m in masks]
         flat_mem = [M_t for steps in mem for M_t in steps]
-        kernels().forward(o, c_o, keep, masks[0], masks, flat_mem, z_all, reads, X, gates, cells, H,
+        kernels().forward(o, c_o, keep, live.contiguous(), masks, flat_mem, z_all, reads, X, gates, cells, H,
                           W_cm.t().contiguous(), W_catT, bias, store)
         if store:
             ctx.save_for_backward(o, keep, *masks, *flat_mem, *z_all, reads, *X, gates, cells, H, W_cm, *W_cat)
-        ctx.n, ctx.layers, ctx.N, ctx.T = n, layers, N, T
+        ctx.n, ctx.layers, ctx.N, ctx.T, ctx.states = n, layers, N, T, states
         zs = [z.transpose(0, 1) for z in z_all]
         ctx.mark_non_differentiable(*zs)
         ctx.set_materialize_grads(False)
-        return H.transpose(0, 1), zs[0], *(steps[-1] for steps in mem), *zs[1:]
+        final = ()
+        if states:  # h^l after the last step: the next layer's input there, H for the top; c^l: C[l, T]
+            final = (*(X[layer + 1][T - 1, :, :k].clone() for layer in range(layers - 1)), H[T - 1].clone(),
+                     *(cells[layer, T].clone() for layer in range(layers)))
+        return H.transpose(0, 1), zs[0], *(steps[-1] for steps in mem), *zs[1:], *final
 
     @staticmethod
     @once_differentiable
     def backward(ctx, grad_h, _grad_z, *grads):
         n, L, N = ctx.n, ctx.layers, ctx.N
+        d_final = grads[2 * n + 1 :] if ctx.states else ()  # after d M_T, d M_T^n .. and the z^n
+        dh_T = dc_T = None
+        if any(d is not None for d in d_final):
+            like = next(d for d in d_final if d is not None)
+            dh_T, dc_T = (torch.stack([like.new_zeros(like.shape) if d is None else d for d in part])
+                          for part in (d_final[:L], d_final[L:]))
         o, keep, *saved = ctx.saved_tensors
         J = n + 1
         T = ctx.T
@@ -463,7 +481,8 @@ class _NSECompiledLoop(torch.autograd.Function):
         dc_all = o.new_empty(T, B, N)  # d c_t (before dropout) = d c_o
         do = o.new_empty(T, B, k)
         kernels().backward(None if grad_h is None else grad_h.contiguous(), o, keep, list(masks), list(mem),
-                           list(z_all), list(X), gates, cells, H, W_cm, list(W_cat), dM, dgates, dc_all, do)
+                           list(z_all), list(X), gates, cells, H, W_cm, list(W_cat), dh_T, dc_T, dM, dgates, dc_all,
+                           do)
         # the weight gradients, summed over all steps at once
         flat = lambda x: x.reshape(-1, x.size(-1))  # noqa: E731
         d_weights = [flat(dc_all).t() @ flat(reads)]  # W_c^m
@@ -472,7 +491,7 @@ class _NSECompiledLoop(torch.autograd.Function):
             dW = dg.t() @ flat(X[layer])  # [d W_ih | d W_hh]
             in_l = X[layer].size(2) - k
             d_weights += [dW[:, :in_l], dW[:, in_l:], dg.sum(0)]
-        return (do.transpose(0, 1), dc_all.transpose(0, 1), None, None, None, *dM, *d_weights)
+        return (do.transpose(0, 1), dc_all.transpose(0, 1), None, None, None, None, None, *dM, *d_weights)
 
 
 # ----------------------------------------------------------------------------- the reference

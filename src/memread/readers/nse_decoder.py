@@ -24,8 +24,27 @@ output state, fed to the softmax over the target vocabulary by the task. Every s
 The modules are the NSE reader's (:mod:`memread.readers.nse`): ``f_r`` an ``nn.LSTM`` (``layers``
 deep), ``f_c`` one affine layer without activation from ``2k`` to ``2k`` units, ``f_w`` an LSTM over
 ``c_t`` stepped by hand, uniform(-0.1, 0.1) initialisation, ``dropout`` on the read LSTM's input and on
-``c_t``. The read LSTM and the ``W_c^o o_t + b_c`` part of (12) run once over all target steps; the
-loop over ``t`` runs under autograd (targets are short: at most 26 steps in the NSE setup).
+``c_t``. The read LSTM and the ``W_c^o o_t + b_c`` part of (12) run once over all target steps; only
+(10)-(15) loop over ``t``.
+
+**Dropout.** Under teacher forcing the dropout on ``c_t`` is one scaled 0/1 keep-mask (B, T, 2k) drawn
+for all steps before the loop (as the NSE reader does): the same distribution as a mask drawn at each
+step (every entry is an independent draw either way), only the random stream differs; ``step()`` draws
+its mask at each step.
+
+**Compiled loop.** On the CPU in float32 and float64, teacher forcing runs the time loop (10)-(15) and
+its backward pass in C++ when the NSE kernels can be built (:mod:`memread.readers._nse_kernels`,
+``_NSECompiledLoop`` of :mod:`memread.readers.nse` with the shared memory as its only memory and the
+target mask for the real steps): no Python and no autograd graph per step. Elsewhere (other devices,
+the NSE reader's switch ``memread.readers.nse.USE_COMPILED = False``, ``MEMREAD_NO_EXTENSIONS=1``, no
+compiler) the loop runs in Python under
+autograd (:meth:`NSEDecoder._python_loop`); tests check the two against each other. Under
+``torch.autocast`` the loop (either one) runs in float32 (:mod:`memread.modules.precision`).
+
+**Padding.** At a padded target step ``z_t^n = 0``: nothing is read from or written to the shared
+memory, so ``out.memory`` is the memory after each row's last real word; the read and write LSTMs
+still run there (their states are not masked), so ``out.state``'s LSTM states are those after all
+``T`` steps, padded ones included, and ``states`` at padded steps are not meaningful.
 
 **Interface** (the decoder protocol of :mod:`memread.decoding`)::
 
@@ -36,7 +55,8 @@ loop over ``t`` runs under autograd (targets are short: at most 26 steps in the 
 
 ``source_cells`` is unused (it is for decoders over an LSTMN encoder's memory tape). ``out.memory`` is
 the shared memory after the last real target word, ``out.attention`` (with ``return_attention``) the
-keys ``z_t^n`` (B, T, S).
+keys ``z_t^n`` (B, T, S), ``out.state`` the state after the last step (``step()`` continues from it;
+its memory and write LSTM states are differentiable on both paths).
 """
 
 from __future__ import annotations
@@ -48,8 +68,9 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from memread.errors import MemreadError
+from memread.modules.precision import in_float32, to_float32
 from memread.readers.base import ReaderOutput
-from memread.readers.nse import INIT_RANGE, _keys
+from memread.readers.nse import INIT_RANGE, _compiled_kernels, _keys, _NSECompiledLoop
 from memread.typed import DropoutRate, PositiveInt
 
 
@@ -96,18 +117,45 @@ class NSEDecoder(nn.Module):
         B, T, _ = y.shape
         if y_mask is None:
             y_mask = torch.ones(B, T, dtype=torch.bool, device=y.device)
-        o, _ = self.read(self.drop(y), state["read"])  # (7) all steps at once  (B, T, k)
+        o, read = self.read(self.drop(y), state["read"])  # (7) all steps at once  (B, T, k)
         k = self.cfg.hidden
         W_co, W_cm = self.compose.weight.split([k, k], dim=1)
         c_o = F.linear(o, W_co, self.compose.bias)  # (12) W_c^o o_t + b_c  (B, T, 2k)
-        live = y_mask.to(y.dtype)  # (B, T): nothing is read or written at padded steps
+        # dropout on the write LSTM's input c_t: one scaled 0/1 mask drawn for all steps (in float32 under
+        # autocast, where c_o is not: 1 / (1 - p) rounded to bfloat16 would bias the scale)
+        keep = self.drop(to_float32(torch.ones_like(c_o))) if self.training and self.cfg.dropout > 0 else None
+        # under autocast the loop runs in float32 (memread.modules.precision)
+        h, z, M, *write = in_float32(self._loop, o, c_o, keep, y_mask, source_states, source_mask, W_cm)
+        L = self.cfg.layers
+        state = {**state, "memory": M, "read": read, "write": list(zip(write[:L], write[L:]))}
+        return ReaderOutput(states=h, memory=M, memory_mask=source_mask, state=state,
+                            attention=z if return_attention else None)
+
+    def _loop(self, o, c_o, keep, y_mask, M0, source_mask, W_cm):
+        """(10)-(15) over all steps: h (B, T, k), z (B, T, S), M_T, then the write LSTM's final h^l (B, k)
+        of every layer and its final c^l of every layer; compiled where it runs, else in Python."""
+        if _compiled_kernels(o) is not None:  # the NSE reader's switch, memread.readers.nse.USE_COMPILED
+            weights = [W_cm]
+            for cell in self.write:
+                weights += [cell.weight_ih, cell.weight_hh, cell.bias_ih + cell.bias_hh]
+            return _NSECompiledLoop.apply(o, c_o, keep, y_mask.bool(), [source_mask.bool()], self.cfg.layers, True,
+                                          M0, *weights)
+        return self._python_loop(o, c_o, keep, y_mask, M0, source_mask, W_cm)
+
+    def _python_loop(self, o, c_o, keep, y_mask, M0, source_mask, W_cm):
+        """The loop of :meth:`_loop` step by step under autograd (the step of :meth:`step`)."""
+        B, T, k = o.shape
+        zeros = o.new_zeros(B, k)
+        state = {"memory": M0, "mask": source_mask, "write": [(zeros, zeros) for _ in range(self.cfg.layers)]}
+        live = y_mask.to(o.dtype)  # (B, T): nothing is read or written at padded steps
         hs, zs = [], []
         for t in range(T):
-            h_t, z_t, state = self._compose_write(o[:, t], c_o[:, t], W_cm, live[:, t : t + 1], state)
+            keep_t = None if keep is None else keep[:, t]
+            h_t, z_t, state = self._compose_write(o[:, t], c_o[:, t], W_cm, live[:, t : t + 1], state, keep_t)
             hs.append(h_t)
             zs.append(z_t)
-        return ReaderOutput(states=torch.stack(hs, dim=1), memory=state["memory"], memory_mask=source_mask,
-                            state=state, attention=torch.stack(zs, dim=1) if return_attention else None)
+        hw, cw = zip(*state["write"])
+        return torch.stack(hs, dim=1), torch.stack(zs, dim=1), state["memory"], *hw, *cw
 
     def step(self, y_t: Tensor, state: dict) -> tuple[Tensor, dict]:
         """One target word y_t (B, E) -> h_t (B, k) and the next state."""
@@ -127,11 +175,14 @@ class NSEDecoder(nn.Module):
                 "write": [(hw.index_select(0, index), cw.index_select(0, index)) for hw, cw in state["write"]]}
 
     # ------------------------------------------------------------------ one step of (10)-(15)
-    def _compose_write(self, o_t: Tensor, c_o_t: Tensor, W_cm: Tensor, live: Tensor, state: dict):
+    def _compose_write(self, o_t: Tensor, c_o_t: Tensor, W_cm: Tensor, live: Tensor, state: dict,
+                       keep_t: Tensor | None = None):
+        """``keep_t`` (B, 2k): the dropout keep-mask of this step, drawn by the caller; None: drawn here."""
         M, mask = state["memory"], state["mask"]
         z_t = _keys(M, o_t, mask, live)  # (10)  (B, S)
         m_t = torch.bmm(z_t.unsqueeze(1), M).squeeze(1)  # (11)  (B, k)
-        inp = self.drop(torch.addmm(c_o_t, m_t, W_cm.t()))  # (12) c_t, dropout on the write LSTM's input
+        c_t = torch.addmm(c_o_t, m_t, W_cm.t())  # (12)
+        inp = self.drop(c_t) if keep_t is None else c_t * keep_t  # dropout on the write LSTM's input
         write = []
         for cell, (hw, cw) in zip(self.write, state["write"]):  # (13)
             hw, cw = cell(inp, (hw, cw))
