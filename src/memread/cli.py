@@ -14,6 +14,7 @@
     memread data stories OUT_DIR            write the built-in stories (CBT format and LM text)
     memread data cloze BOOKS... --out DIR   CBT-recipe cloze questions from raw books, split by book
     memread bench iaa [--set k=v ...]       training tokens/s of the IAA reader against the AS Reader
+    memread bench nse-decoder [--set ...]   training tokens/s of the NSE-NSE decoder against nn.LSTM
     memread ensemble RUN_DIR...             accuracy of the averaged answer distributions of cloze runs
     memread picture RUN_DIR                 PNG of a cloze run's query and document attention per step
     memread match-params READER --vocab V   the reader's hidden size whose LM matches the LSTM LM's size
@@ -245,6 +246,7 @@ def cmd_quickstart(args: argparse.Namespace) -> int:
 SPECIAL_BENCHES = {
     "iaa": ("memread.bench.cloze", "bench_iaa_command"),  # (query, document) reader vs the AS Reader
     "lstmn-deep-fusion": ("memread.bench.fusion", "bench_deep_fusion_command"),  # decoder vs LSTM + attention
+    "nse-decoder": ("memread.bench.nse_decoder", "bench_nse_decoder_command"),  # NSE-NSE decoder vs nn.LSTM
 }
 
 

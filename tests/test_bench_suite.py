@@ -1,0 +1,89 @@
+"""The speed report (benchmarks/run.sh = memread.bench.suite): runs, tables, and the committed files'
+freshness. No timing is asserted: the benches themselves are faked where they would be run."""
+
+import json
+import shlex
+import sys
+from pathlib import Path
+
+import pytest
+
+from memread.bench import suite
+from memread.errors import MemreadError
+
+REPO = Path(__file__).parent.parent
+
+
+def line(check: str, r: float, run_id: str = "2026-11-26T08:00:00Z", **extra) -> dict:
+    return {"check": check, "args": suite.CHECKS[check].args, "ratio": r, "commit": "abc1234",
+            "machine": "Test CPU, 2 cores", "suite_run": run_id, "threads": 2, "torch": "2.13.0+cpu", **extra}
+
+
+def test_the_table_gives_median_min_max_and_the_verdict_of_each_check():
+    lines = [line("nse", r) for r in (0.30, 0.26, 0.28)] + [line("lstm", r) for r in (1.01, 0.99, 1.0)]
+    text = suite.table(lines)
+    row = next(r for r in text.splitlines() if r.startswith("| nse |"))
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    assert cells[3:7] == ["0.280", "0.260", "0.300", "3"]  # median, min, max, runs
+    assert cells[7] == ">= 0.27 (issue 24 (ceiling 0.33))" and cells[8] == "no (2 of 3 runs)"
+    lstm = next(r for r in text.splitlines() if r.startswith("| lstm |"))
+    assert "| 1.000 | 0.990 | 1.010 | 3 | - | - |" in lstm  # no target: recorded only
+    # rows follow the suite's order, whatever the lines' order; the header says where it was measured
+    assert text.index("| lstm |") < text.index("| nse |")
+    assert "commit `abc1234`, Test CPU, 2 cores, 2 thread(s)" in text
+    assert suite.CHECKS["nse"].met([0.27, 0.3]) == "yes" and suite.CHECKS["nse"].met([0.2]) == "no"
+
+
+def test_the_report_reads_the_latest_suite_run_only(tmp_path):
+    (tmp_path / "benchmarks").mkdir()
+    (tmp_path / "results").mkdir()
+    old = [line("nse", 0.10, "2026-11-01T00:00:00Z")]
+    new = [line("nse", r, "2026-11-26T08:00:00Z") for r in (0.3, 0.31, 0.29)]
+    legacy = {"reader": "nse", "ratio": 0.5}  # a line from before the suite: no suite_run
+    (tmp_path / suite.LINES).write_text("\n".join(json.dumps(x) for x in [legacy, *new, *old]) + "\n")
+    (tmp_path / suite.REPORT).write_text(f"# B\n\nintro\n{suite.BEGIN}\nold table\n{suite.END}\n\n## History\nkept\n")
+    (tmp_path / suite.README).write_text("# R\n\n| what | value |\n|---|---|\n"
+                                         f"{suite.README_ROW}old) | nse 0.10 | — | x |\n| other | row |\n")
+    report, readme = suite.report(tmp_path)
+    assert "old table" not in report and report.endswith("## History\nkept\n") and "| nse | " in report
+    assert "0.300 | 0.290 | 0.310 | 3" in report and "0.100" not in report
+    assert "| nse 0.30 (commit `abc1234`, Test CPU, 2 cores) |" in readme and "nse 0.10" not in readme
+    assert readme.endswith("| other | row |\n")  # the rest of the README is untouched
+    assert (tmp_path / suite.REPORT).read_text() == report  # written back
+    (tmp_path / suite.REPORT).write_text("# B\nno markers\n")
+    with pytest.raises(MemreadError, match="markers of the generated section are missing"):
+        suite.report(tmp_path)
+    (tmp_path / suite.LINES).write_text(json.dumps(legacy) + "\n")
+    with pytest.raises(MemreadError, match="no line of a suite run"):
+        suite.report(tmp_path)
+
+
+def test_a_suite_run_interleaves_the_checks_and_records_where_each_line_comes_from(tmp_path):
+    # a stand-in for `memread bench`: prints a JSON line whose ratio encodes the call order
+    fake = tmp_path / "fake_bench.py"
+    calls = tmp_path / "calls.txt"
+    fake.write_text("import json, sys\n"
+                    f"log = open({str(calls)!r}, 'a'); log.write(' '.join(sys.argv[1:]) + '\\n'); log.close()\n"
+                    f"n = sum(1 for _ in open({str(calls)!r}))\n"
+                    "print('warming up'); print(json.dumps({'reader': sys.argv[1], 'ratio': n / 10, 'threads': 1}))\n")
+    out = tmp_path / "lines.jsonl"
+    run_id = suite.run(["nse", "lstm"], 2, out, bench_command=[sys.executable, str(fake)])
+    got = [json.loads(x) for x in out.read_text().splitlines()]
+    assert [g["check"] for g in got] == ["nse", "lstm", "nse", "lstm"]  # interleaved, not nse nse lstm lstm
+    assert [g["ratio"] for g in got] == [0.1, 0.2, 0.3, 0.4]
+    assert calls.read_text().splitlines()[0] == " ".join(shlex.split(suite.CHECKS["nse"].args))
+    assert all(g["suite_run"] == run_id and g["args"] == suite.CHECKS[g["check"]].args for g in got)
+    assert all(g["machine"] and g["commit"] and g["wall_s"] >= 0 for g in got)
+    fake.write_text("import sys\nsys.stderr.write('boom: no such reader\\n'); sys.exit(2)\n")
+    with pytest.raises(MemreadError, match="memread bench nse .* failed:\nboom: no such reader"):
+        suite.run(["nse"], 1, out, bench_command=[sys.executable, str(fake)])
+
+
+def test_every_check_names_a_bench_the_cli_accepts():
+    from memread.cli import build_parser
+
+    parser = build_parser()
+    for check in suite.SUITE:
+        args = parser.parse_args(["bench", *shlex.split(check.args)])
+        assert args.func.__name__ == "cmd_bench"
+    assert len(suite.CHECKS) == len(suite.SUITE)  # names are unique
