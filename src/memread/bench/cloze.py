@@ -43,12 +43,13 @@ def synthetic_questions(n: int, doc_len: int, query_len: int, vocab: int, seed: 
     return out
 
 
-def bench_cloze(batch: int = 32, emb: int = 384, hidden: int = 128, inference: int = 512, steps: int = 8,
+def cloze_setup(batch: int = 32, emb: int = 384, hidden: int = 128, inference: int = 512, steps: int = 8,
                 doc_len: int = 450, query_len: int = 30, vocab: int = 50_000, n_batches: int = 8,
-                repeats: int = 3, warmup: int = 1, dropout: float = 0.2, emb_l2: float = 1e-4,
-                fixed_query: bool = False, seed: int = 0, device: str = "cpu") -> dict:
+                dropout: float = 0.2, emb_l2: float = 1e-4, fixed_query: bool = False, seed: int = 0,
+                device: str = "cpu") -> dict:
+    """The two models (``iaa``, ``as_reader``) with their criteria and Adam optimisers, and the synthetic
+    batches placed on ``device``: what :func:`bench_cloze` times (and ``benchmarks/iaa_breakdown.py``)."""
     where = resolve_device(device)
-    sync = device_sync(where)
     torch.manual_seed(seed)
     examples = synthetic_questions(n_batches * batch, doc_len, query_len, vocab, seed)
     reader = RNNReaderConfig(name="gru", hidden=hidden, bidirectional=True)
@@ -64,10 +65,20 @@ def bench_cloze(batch: int = 32, emb: int = 384, hidden: int = 128, inference: i
         optims[key] = torch.optim.Adam(models[key].parameters(), lr=1e-3)
     batches = data.batches("train", batch, epoch=0, seed=seed)
     unbucketed = ClozePipeline(StoriesClozeConfig(), ".", vocab=data.vocab, examples={"train": examples}).batches("train", batch, 0, seed)
-    tokens = sum(data.tokens_in(batches[i]) for i in range(len(batches)))
-    placed = [to_device(batches[i], where) for i in range(len(batches))]  # moved once, outside the timed steps
+    return {"where": where, "data": data, "examples": examples, "models": models, "criteria": criteria,
+            "optims": optims, "batches": batches, "unbucketed": unbucketed,
+            "tokens": sum(data.tokens_in(batches[i]) for i in range(len(batches))),
+            "placed": [to_device(batches[i], where) for i in range(len(batches))]}  # moved once, outside the timing
 
-    def step(key: str, b: dict, optimize: bool) -> float:
+
+def time_models(setup: dict, keys: list[str], optimize: bool, repeats: int, warmup: int) -> dict[str, float]:
+    """Median seconds of one pass over the batches for each model of ``keys``, the models interleaved batch
+    by batch in an order that rotates (a drift in the machine's speed hits all alike). ``optimize``: a
+    training step (forward, backward, clipping, Adam), else forward + backward."""
+    sync = device_sync(setup["where"])
+    models, criteria, optims = setup["models"], setup["criteria"], setup["optims"]
+
+    def step(key: str, b: dict) -> float:
         model, opt = models[key], optims[key]
         if sync is not None:
             sync()
@@ -81,34 +92,44 @@ def bench_cloze(batch: int = 32, emb: int = 384, hidden: int = 128, inference: i
             sync()
         return time.perf_counter() - t0
 
+    totals: dict[str, list[float]] = {key: [] for key in keys}
+    for r in range(warmup + repeats):
+        t = dict.fromkeys(keys, 0.0)
+        for i, b in enumerate(setup["placed"]):
+            shift = (r + i) % len(keys)
+            for key in keys[shift:] + keys[:shift]:
+                t[key] += step(key, b)
+        if r >= warmup:
+            for key in keys:
+                totals[key].append(t[key])
+    return {key: statistics.median(v) for key, v in totals.items()}
+
+
+def bench_cloze(batch: int = 32, emb: int = 384, hidden: int = 128, inference: int = 512, steps: int = 8,
+                doc_len: int = 450, query_len: int = 30, vocab: int = 50_000, n_batches: int = 8,
+                repeats: int = 3, warmup: int = 1, dropout: float = 0.2, emb_l2: float = 1e-4,
+                fixed_query: bool = False, seed: int = 0, device: str = "cpu") -> dict:
+    setup = cloze_setup(batch, emb, hidden, inference, steps, doc_len, query_len, vocab, n_batches, dropout, emb_l2,
+                        fixed_query, seed, device)
+    tokens, models = setup["tokens"], setup["models"]
     result = {}
     for mode, optimize in (("step", True), ("model", False)):
-        totals = {"iaa": [], "as_reader": []}
-        for r in range(warmup + repeats):
-            t = {"iaa": 0.0, "as_reader": 0.0}
-            for i in range(len(batches)):
-                b = placed[i]
-                order = ("iaa", "as_reader") if (r + i) % 2 == 0 else ("as_reader", "iaa")
-                for key in order:
-                    t[key] += step(key, b, optimize)
-            if r >= warmup:
-                for key in t:
-                    totals[key].append(t[key])
-        iaa_tps = tokens / statistics.median(totals["iaa"])
-        as_tps = tokens / statistics.median(totals["as_reader"])
+        times = time_models(setup, ["iaa", "as_reader"], optimize, repeats, warmup)
+        iaa_tps, as_tps = tokens / times["iaa"], tokens / times["as_reader"]
         result[mode] = {"iaa_tokens_per_s": round(iaa_tps, 1), "as_reader_tokens_per_s": round(as_tps, 1),
                         "ratio": round(iaa_tps / as_tps, 4)}
     return {
         "bench": "iaa vs as_reader (training throughput, same process, interleaved)",
         "ratio": result["step"]["ratio"], **result,
-        "padding_fraction": round(padding_fraction(batches), 4),
-        "padding_fraction_unbucketed": round(padding_fraction(unbucketed), 4),
+        "padding_fraction": round(padding_fraction(setup["batches"]), 4),
+        "padding_fraction_unbucketed": round(padding_fraction(setup["unbucketed"]), 4),
         "batch": batch, "emb": emb, "hidden": hidden, "inference": inference, "steps": steps,
-        "fixed_query": fixed_query, "doc_len": doc_len, "mean_doc_len": round(statistics.mean(len(e.document) for e in examples), 1),
+        "fixed_query": fixed_query, "doc_len": doc_len,
+        "mean_doc_len": round(statistics.mean(len(e.document) for e in setup["examples"]), 1),
         "query_len": query_len, "vocab": vocab, "n_batches": n_batches, "repeats": repeats,
         "iaa_params": sum(p.numel() for p in models["iaa"].parameters()),
         "as_reader_params": sum(p.numel() for p in models["as_reader"].parameters()),
-        **device_fields(where), "threads": torch.get_num_threads(), "torch": torch.__version__,
+        **device_fields(setup["where"]), "threads": torch.get_num_threads(), "torch": torch.__version__,
     }
 
 
