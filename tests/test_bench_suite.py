@@ -87,3 +87,36 @@ def test_every_check_names_a_bench_the_cli_accepts():
         args = parser.parse_args(["bench", *shlex.split(check.args)])
         assert args.func.__name__ == "cmd_bench"
     assert len(suite.CHECKS) == len(suite.SUITE)  # names are unique
+
+
+def test_the_iaa_ceiling_model_does_every_product_of_the_iaa_but_no_attention_in_its_loop():
+    import copy
+    import importlib.util
+
+    import torch
+
+    from memread.bench.cloze import cloze_setup
+
+    spec = importlib.util.spec_from_file_location("iaa_breakdown", REPO / "benchmarks" / "iaa_breakdown.py")
+    breakdown = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(breakdown)
+    setup = cloze_setup(batch=4, emb=16, hidden=8, inference=16, steps=3, doc_len=40, query_len=6, vocab=300,
+                        n_batches=2)
+    iaa = setup["models"]["iaa"]
+    ceiling = copy.deepcopy(iaa)
+    ceiling.iaa = breakdown.ProductsOnly(ceiling.iaa)
+    batch = setup["placed"][0]
+    torch.manual_seed(0)
+    ceiling(batch).logits.sum().backward()
+    # every parameter of the IAA model gets a gradient: the ceiling leaves no product out
+    assert all(p.grad is not None for p in ceiling.parameters())
+    assert sum(1 for _ in ceiling.parameters()) == sum(1 for _ in iaa.parameters())
+    # and its loop reads the document once (the answer's attention), where the IAA reads it at every step
+    reads = []
+    original = breakdown.MemoryReads.scores
+    breakdown.MemoryReads.scores = lambda self, key: reads.append(key.shape) or original(self, key)
+    try:
+        ceiling(batch)
+    finally:
+        breakdown.MemoryReads.scores = original
+    assert len(reads) == 1
