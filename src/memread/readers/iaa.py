@@ -29,6 +29,9 @@ the gates' input and to the attentions' search inputs s_{t-1} and [s_{t-1}, q_t]
 The scores and glimpses are the bilinear attention with bias of ``memread.modules.attention``,
 computed through :class:`~memread.modules.memory_reads.MemoryReads`, which forms the gradient of the
 encodings once for all T steps instead of once per read (the same values; faster on long documents).
+Each attention and its glimpse is one :meth:`~memread.modules.memory_reads.MemoryReads.attend`: on CPU
+float32 / float64 a compiled fused read (one pass over the encodings forward, one backward), elsewhere
+the composition ``masked_softmax(scores)`` then ``glimpse``.
 Under ``torch.autocast`` the T steps (and their custom autograd functions) run in float32, with
 autocast off (:mod:`memread.modules.precision`); the encoders before them in the autocast dtype.
 """
@@ -43,7 +46,7 @@ from torch import Tensor, nn
 
 from memread.modules.dropout import Dropout
 from memread.modules.loop_linears import LoopLinears
-from memread.modules.masking import masked_mean, masked_softmax
+from memread.modules.masking import masked_mean
 from memread.modules.memory_reads import MemoryReads
 from memread.modules.precision import float32_under_autocast
 
@@ -135,17 +138,16 @@ class IterativeAlternatingAttention(nn.Module):
         for t in range(1, self.cfg.steps + 1):
             if self.cfg.fixed_query:
                 q_att, q_t = q_att_fixed, q_fixed
-            else:
-                q_att = masked_softmax(query.scores(linear(self.A_q, self.drop(s))), q_mask)  # (B, Tq) q_{i,t}
-                q_t = query.glimpse(q_att)  # (B, 2h)
+            else:  # q_{i,t} (B, Tq) and q_t (B, 2h)
+                q_att, q_t = query.attend(linear(self.A_q, self.drop(s)), q_mask)
             d_key = linear(self.A_d, self.drop(torch.cat([s, q_t], -1)))  # (B, 2h) A_d [s_{t-1}, q_t] + a_d
-            d_att = masked_softmax(document.scores(d_key), d_mask)  # (B, Td) d_{i,t}
+            last = t == self.cfg.steps  # the answer reads d_{i,T}; d_T and s_T would be unused
+            d_att, d_t = document.attend(d_key, d_mask, glimpse=not last)  # d_{i,t} (B, Td), d_t (B, 2h)
             if trace:
                 q_trace.append(q_att)
                 d_trace.append(d_att)
-            if t == self.cfg.steps:
-                break  # the answer reads d_{i,T}; s_T would be unused
-            d_t = document.glimpse(d_att)  # (B, 2h)
+            if last:
+                break
             search = torch.cat([s, q_t, d_t, q_t * d_t], -1)  # (B, s + 6h)
             r_q, r_d = self.query_gate(search, linear), self.doc_gate(search, linear)  # (B, 2h) each
             s = self.gru(torch.cat([r_q * q_t, r_d * d_t], -1), s, linear)  # (B, s)
