@@ -7,7 +7,8 @@ SPEC.json is a list of runs::
 
     [{"run": "/path/to/run_dir", "experiment": "sst-nse-fine", "dataset": "sst", "metrics": ["accuracy"],
       "paper": {"accuracy": 52.8}, "scale": 100, "commit": "abc1234",
-      "command": "memread train configs/sst/nse-fine.toml --run-dir ... --set ..."}, ...]
+      "command": "memread train configs/sst/nse-fine.toml --run-dir ... --set ...",
+      "budget": "6 of 40 epochs (optional: what memread reproduce shows beside the number)"}, ...]
 
 Values come from the run's ``final.json`` (the checkpoint selected on valid, evaluated on valid and
 test), times ``scale`` (100: accuracy in percent); ``wall_s`` is the time from the run directory's
@@ -43,7 +44,7 @@ def main() -> None:
                 paper = r.get("paper", {}).get(metric) if split == "test" else None
                 lines.append({"experiment": r["experiment"], "dataset": r["dataset"], "split": split, "metric": metric,
                               "value": value, "paper_value": paper, "commit": r["commit"], "command": r["command"],
-                              "wall_s": wall})
+                              "wall_s": wall, **({"budget": r["budget"]} if "budget" in r else {})})
             cells.append(f"{final['valid'][metric] * scale:.4g} / {final['test'][metric] * scale:.4g}")
         for extra in r.get("extra", []):
             value = json.loads((run / extra["file"]).read_text())[extra["key"]]

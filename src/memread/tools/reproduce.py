@@ -246,9 +246,10 @@ ROWS: list[Row] = [
     _lstmn_t1("rnn", "RNN (1 layer)", 129, "configs/ptb/rnn.toml", ["ptb-rnn-1x300-partial-7-epochs"]),
     _lstmn_t1("lstm", "LSTM (1 layer)", 115, "configs/ptb/lstm.toml", ["ptb-lstm-1x300"]),
     _lstmn_t1("lstmn", "LSTMN (1 layer)", 108, "configs/ptb/lstmn.toml", ["ptb-lstmn-1x300", "ptb-lstmn-1x300-span3"]),
-    _lstmn_t1("slstm-3layer", "sLSTM (3 layers)", 115, "configs/ptb/slstm-3layer.toml"),
-    _lstmn_t1("glstm-3layer", "gLSTM (3 layers)", 107, "configs/ptb/gflstm-3layer.toml"),
-    _lstmn_t1("dlstm-3layer", "dLSTM (3 layers)", 109, "configs/ptb/dglstm-3layer.toml"),
+    _lstmn_t1("slstm-3layer", "sLSTM (3 layers)", 115, "configs/ptb/slstm-3layer.toml",
+              ["ptb-slstm-3x300-6epochs", "ptb-slstm-3x300-9epochs"]),
+    _lstmn_t1("glstm-3layer", "gLSTM (3 layers)", 107, "configs/ptb/gflstm-3layer.toml", ["ptb-gflstm-3x300-6epochs"]),
+    _lstmn_t1("dlstm-3layer", "dLSTM (3 layers)", 109, "configs/ptb/dglstm-3layer.toml", ["ptb-dglstm-3x300-6epochs"]),
     _lstmn_t1("lstmn-3layer", "LSTMN (3 layers)", 102, "configs/ptb/lstmn-3layer.toml",
               ["ptb-lstmn-3x300-span3-9epochs", "ptb-lstmn-3x300-span3"]),
     # ---------------------------------------------------------------- LSTMN, Table 2: SST test accuracy (fine, binary)
