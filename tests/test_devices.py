@@ -40,6 +40,7 @@ import torch
 from torch import Tensor, nn
 
 import memread.heads  # noqa: F401 (every head, hence every reader and module, is imported)
+import memread.modules.memory_reads as memory_reads
 import memread.modules.window as window
 import memread.readers.lstmn as lstmn
 import memread.readers.nse as nse
@@ -168,11 +169,17 @@ SWITCHES = {"lstmn": (lstmn, "USE_COMPILED"), "attention": (window, "USE_COMPILE
             "kvp": (window, "USE_COMPILED"), "nse": (nse, "USE_COMPILED")}
 
 
+# ... and the heads whose modules have one (the IAA's fused attention reads)
+HEAD_SWITCHES = {"iaa": (memory_reads, "USE_COMPILED")}
+
+
 def test_every_switch_is_exercised():
-    """Every memread module with a ``USE_COMPILED`` switch (a compiled loop) is switched by SWITCHES."""
+    """Every memread module with a ``USE_COMPILED`` switch (a compiled loop) is switched by SWITCHES or
+    HEAD_SWITCHES."""
     compiled = {m.__name__ for m in list(sys.modules.values())
                 if getattr(m, "__name__", "").startswith("memread.") and hasattr(m, "USE_COMPILED")}
-    assert compiled == {mod.__name__ for mod, attr in SWITCHES.values() if attr == "USE_COMPILED"}
+    switched = [*SWITCHES.values(), *HEAD_SWITCHES.values()]
+    assert compiled == {mod.__name__ for mod, attr in switched if attr == "USE_COMPILED"}
 
 
 def reader_paths(name: str) -> list[str]:
@@ -320,9 +327,15 @@ def forward_loss(model, criterion, batches, carries: bool):
     return total, outs
 
 
-@pytest.mark.parametrize("case", HEAD_CASES, ids=[case_id(c) for c in HEAD_CASES])
-def test_head_and_criterion_create_nothing_on_another_device(fixtures, case, monkeypatch):
+# the heads with a compiled path run a second time with it switched off
+HEAD_PATHS = [(c, path) for c in HEAD_CASES for path in ("fast", *(("fallback",) if c[0] in HEAD_SWITCHES else ()))]
+
+
+@pytest.mark.parametrize("case,path", HEAD_PATHS, ids=[f"{case_id(c)}-{p}" for c, p in HEAD_PATHS])
+def test_head_and_criterion_create_nothing_on_another_device(fixtures, case, path, monkeypatch):
     head, data, reader, keys = case
+    if path == "fallback":
+        monkeypatch.setattr(*HEAD_SWITCHES[head], False)
     task = head_task(fixtures, head, data, reader, keys)
     model = task.build_model()
     criterion = task.build_criterion(model)
