@@ -144,6 +144,7 @@ def test_memread_compare_two_wikiqa_runs(tmp_path, fixtures):
     finals = [json.loads((run / "final.json").read_text())["test"] for run in runs]
     assert got["metric"] == "map" and got["units"] >= finals[0]["questions"]  # filtered-out questions are units too
     assert got["a"] == pytest.approx(finals[0]["map"]) and got["b"] == pytest.approx(finals[1]["map"])
+    assert (got["run_a"], got["run_b"]) == tuple(map(str, runs))
     assert got["difference"] == pytest.approx(finals[0]["map"] - finals[1]["map"]) and 0 < got["p_value"] <= 1
     r = _memread("compare", runs[0], runs[0], "--metric", "mrr", "--resamples", "200", data_root=fixtures)
     same = json.loads(r.stdout.strip().splitlines()[-1])

@@ -156,7 +156,8 @@ def compare_runs(run_a: str, run_b: str, data_root, split: str = "test", checkpo
                  metric: str | None = None, batch_size: int = 0, device: str = "cpu", resamples: int = 10_000,
                  confidence: float = 0.95, seed: int = 0, progress: bool = False) -> dict:
     """Evaluate both runs on ``split`` (batches of the same size, so that their units are the same) and test
-    the difference of ``metric`` (default: the criterion's selection metric). Returns the JSON-able result."""
+    the difference of ``metric`` (default: the criterion's selection metric). Returns the JSON-able result:
+    ``run_a``, ``run_b``, and :class:`PairedResult`'s fields (``a``, ``b``: the metric of each run)."""
     from pathlib import Path
 
     from memread.experiment import load_trained
@@ -178,5 +179,5 @@ def compare_runs(run_a: str, run_b: str, data_root, split: str = "test", checkpo
                            f"test needs the same task and criterion")
     result = paired_test(*tables, a.summarize, metric or a.selection_metric, a.higher_is_better, resamples=resamples,
                          confidence=confidence, seed=seed, names=(run_a, run_b))
-    return {"a": run_a, "b": run_b, "split": split, "checkpoint": checkpoint, "batch_size": batch_size,
+    return {"run_a": run_a, "run_b": run_b, "split": split, "checkpoint": checkpoint, "batch_size": batch_size,
             **result.to_dict()}
