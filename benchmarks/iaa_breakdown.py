@@ -10,7 +10,8 @@ of `--repeats` passes over the same 8 bucketed batches, training steps (forward,
 - ``iaa_products_only``: the same IAA weights and every product of its inference steps (A_q s, A_d [s, q],
   both search gates, the GRU of equation (1), on the same shapes), but no attention over the query or
   the document inside the loop: the glimpses are the masked means, computed once, and the document is
-  scored once, for the answer's pointer-sum (as the AS Reader scores it once). This is what any IAA
+  scored once, for the answer's pointer-sum (as the AS Reader scores it once; with the IAA's own read,
+  ``MemoryReads.attend``, fused where compiled). This is what any IAA
   implementation must at least do besides the AS Reader's work: its ratio is the **ceiling**;
 - ``iaa_steps_0``: the IAA's encoders and one document attention with s = 0, T = 1 (no inference GRU,
   no gates): how much of the gap is the larger parameter set and the Adam step over it.
@@ -33,7 +34,7 @@ from torch import Tensor, nn
 from memread.bench.cloze import cloze_setup, time_models
 from memread.criteria.cloze import ClozeNLLConfig, build_cloze_nll
 from memread.modules.loop_linears import LoopLinears
-from memread.modules.masking import masked_mean, masked_softmax
+from memread.modules.masking import masked_mean
 from memread.modules.memory_reads import MemoryReads
 from memread.readers.iaa import IAAOutput
 
@@ -61,7 +62,7 @@ class ProductsOnly(nn.Module):
             search = torch.cat([s, q_t, d_t, q_t * d_t], -1)
             r_q, r_d = m.query_gate(search, linear), m.doc_gate(search, linear)
             s = m.gru(torch.cat([r_q * q_t, r_d * d_t], -1), s, linear)
-        d_att = masked_softmax(MemoryReads(d_tilde).scores(d_key), d_mask)  # the answer's attention, once
+        d_att, _ = MemoryReads(d_tilde).attend(d_key, d_mask, glimpse=False)  # the answer's attention, once, as the IAA reads it
         return IAAOutput(doc_attention=d_att)
 
 

@@ -31,6 +31,7 @@ def test_the_table_gives_median_min_max_and_the_verdict_of_each_check():
     # rows follow the suite's order, whatever the lines' order; the header says where it was measured
     assert text.index("| lstm |") < text.index("| nse |")
     assert "commit `abc1234`, Test CPU, 2 cores, 2 thread(s)" in text
+    assert all(json.dumps(x) in text.splitlines() for x in lines)  # and every raw line, as printed
     assert suite.CHECKS["nse"].met([0.27, 0.3]) == "yes" and suite.CHECKS["nse"].met([0.2]) == "no"
 
 
@@ -113,10 +114,18 @@ def test_the_iaa_ceiling_model_does_every_product_of_the_iaa_but_no_attention_in
     assert sum(1 for _ in ceiling.parameters()) == sum(1 for _ in iaa.parameters())
     # and its loop reads the document once (the answer's attention), where the IAA reads it at every step
     reads = []
-    original = breakdown.MemoryReads.scores
-    breakdown.MemoryReads.scores = lambda self, key: reads.append(key.shape) or original(self, key)
+    original = breakdown.MemoryReads.attend
+    breakdown.MemoryReads.attend = lambda self, key, *a, **k: reads.append(key.shape) or original(self, key, *a, **k)
     try:
         ceiling(batch)
+        assert len(reads) == 1
+        iaa(batch)  # the IAA itself: a query and a document read at every step, the last one's without glimpse
+        assert len(reads) == 1 + 2 * 3
     finally:
-        breakdown.MemoryReads.scores = original
-    assert len(reads) == 1
+        breakdown.MemoryReads.attend = original
+
+
+def test_the_committed_report_and_readme_row_are_those_of_the_latest_suite_run():
+    report, readme = suite.report(REPO, write=False)
+    assert (REPO / suite.REPORT).read_text() == report, "regenerate with: python -m memread.bench.suite report"
+    assert (REPO / suite.README).read_text() == readme, "regenerate with: python -m memread.bench.suite report"

@@ -171,6 +171,9 @@ def table(lines: list[dict]) -> str:
         target = "-" if check.target is None else f">= {check.target} ({check.issue})"
         out.append(f"| {check.name} | `{check.args}` | {check.baseline} | {statistics.median(ratios):.3f} | "
                    f"{min(ratios):.3f} | {max(ratios):.3f} | {len(ratios)} | {target} | {check.met(ratios)} |")
+    # the JSON lines themselves, as `memread bench` printed them (with the suite's fields)
+    out += ["", "<details><summary>the suite run's JSON lines</summary>", "", "```",
+            *(json.dumps(line) for line in lines), "```", "", "</details>"]
     return "\n".join(out)
 
 
