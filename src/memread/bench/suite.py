@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import shlex
 import statistics
@@ -80,8 +81,6 @@ CHECKS = {c.name: c for c in SUITE}
 
 def machine() -> str:
     """The CPU's model name and the number of cores this process may use."""
-    import os
-
     name = platform.processor() or platform.machine()
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
