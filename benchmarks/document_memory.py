@@ -23,6 +23,17 @@ Prints one JSON line per run::
     OMP_NUM_THREADS=1 python benchmarks/document_memory.py [--sizes typical long] [--configs nse-nse]
         [--chunk 64] [--device cpu]
 
+**Flat readers** (``--flat``): one reader over each document's 2,000 words as a single sequence (no
+sentences), batch 32, k = 100 as the document configs: an embedding, the reader (``nse``; ``nse-ckpt``: ``nse`` with
+``checkpoint_steps`` = C, the time-segment checkpointing of its loop; the ``lstmn`` with the whole tape;
+``nn.LSTM``, the baseline), the mean of its states into a linear classifier, cross-entropy, one training
+step (forward, backward, Adam) after a warm-up step on 8 words (kernels loaded, Adam's state allocated). Each in a fresh process with ``MALLOC_MMAP_THRESHOLD_=65536``, so that
+every block of 64 KiB and more is mapped and unmapped when freed and the resident set follows the live
+tensors; ``--batch`` lowers the batch (a plain flat NSE at batch 32 needs about 51 GB)::
+
+    OMP_NUM_THREADS=1 python benchmarks/document_memory.py --flat nse nse-ckpt lstmn lstm [--batch 32]
+        [--checkpoint-steps 45] [--words 2000]
+
 ``--chunk`` sets ``head.sentence_chunk`` (sentences per sentence-reader call and per checkpoint): with
 checkpointing the peak holds one chunk's NSE tapes, about chunk * (W + 1) * W * k * 4 bytes for the
 longest sentences (W words), so smaller chunks save memory and cost Python steps.
@@ -32,6 +43,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
 import resource
 import statistics
@@ -133,6 +145,64 @@ def run_one(config: str, checkpoint: bool, size: str, device: str, chunk: int = 
             "step_s": round(dt, 3), "tokens_per_s": round(words / dt), "threads": torch.get_num_threads()}
 
 
+FLAT = ("nse", "nse-ckpt", "lstmn", "lstm")
+HIDDEN = 100  # the document configs' reader size
+
+
+def run_flat(model_name: str, batch: int, words: int, steps: int, device: str) -> dict:
+    """One training step of a flat reader over ``batch`` documents of ``words`` tokens (see the module text)."""
+    from torch import nn
+
+    from memread.readers import build_reader
+    from memread.readers.lstmn import LSTMNConfig
+    from memread.readers.nse import NSEConfig
+
+    torch.manual_seed(0)
+    if model_name == "lstm":
+        reader = nn.LSTM(HIDDEN, HIDDEN, batch_first=True)
+    elif model_name == "lstmn":
+        reader = build_reader(LSTMNConfig(hidden=HIDDEN, span=0), HIDDEN)
+    else:
+        reader = build_reader(NSEConfig(hidden=HIDDEN, checkpoint_steps=steps if model_name == "nse-ckpt" else 0),
+                              HIDDEN)
+    emb, out = nn.Embedding(VOCAB, HIDDEN), nn.Linear(HIDDEN, 8)
+    model = nn.ModuleList([emb, reader, out]).to(device).train()
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+    g = torch.Generator().manual_seed(0)
+    ids = torch.randint(2, VOCAB, (batch, words), generator=g).to(device)
+    mask = torch.ones(batch, words, dtype=torch.bool, device=device)
+    label = torch.randint(0, 8, (batch,), generator=g).to(device)
+
+    def step(n):
+        opt.zero_grad(set_to_none=True)
+        x = emb(ids[:, :n])
+        h = reader(x)[0] if model_name == "lstm" else reader(x, mask[:, :n]).states
+        nn.functional.cross_entropy(out(h.mean(1)), label).backward()
+        opt.step()
+        if device == "cuda":
+            torch.cuda.synchronize()
+
+    step(8)  # warm-up on 8 words: the compiled kernels loaded, Adam's state allocated
+
+    if device == "cuda":
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
+        base = torch.cuda.memory_allocated()
+    before = current_rss()
+    t0 = time.perf_counter()
+    step(words)
+    dt = time.perf_counter() - t0
+    if device == "cuda":
+        peak, how = torch.cuda.max_memory_allocated() - base, "cuda max_memory_allocated - allocated before"
+    else:
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 - before
+        how = "ru_maxrss after - rss before (MALLOC_MMAP_THRESHOLD_=65536)"
+    return {"config": f"flat-{model_name}", "checkpoint_steps": steps if model_name == "nse-ckpt" else 0,
+            "size": str(words), "device": device, "batch": batch, "words": batch * words, "hidden": HIDDEN,
+            "peak_step_mib": round(peak / 2**20, 1), "peak_measure": how, "step_s": round(dt, 2),
+            "tokens_per_s": round(batch * words / dt), "threads": torch.get_num_threads()}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--sizes", nargs="+", default=list(SIZES), choices=list(SIZES))
@@ -140,7 +210,28 @@ def main() -> None:
     ap.add_argument("--chunk", type=int, default=0, help="override task.sentence_chunk (0 = the config's)")
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     ap.add_argument("--one", nargs=3, metavar=("CONFIG", "CHECKPOINT", "SIZE"), help=argparse.SUPPRESS)
+    ap.add_argument("--flat", nargs="+", choices=FLAT, help="flat readers over whole documents instead")
+    ap.add_argument("--batch", type=int, default=BATCH, help="documents a batch (--flat)")
+    ap.add_argument("--words", type=int, default=WORDS_2000, help="words a document (--flat)")
+    ap.add_argument("--checkpoint-steps", type=int, default=45, help="C of nse-ckpt (--flat); about sqrt(words)")
+    ap.add_argument("--one-flat", metavar="MODEL", help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.one_flat:
+        print(json.dumps(run_flat(args.one_flat, args.batch, args.words, args.checkpoint_steps, args.device)),
+              flush=True)
+        return
+    if args.flat:
+        env = {**os.environ, "MALLOC_MMAP_THRESHOLD_": "65536"}
+        for name in args.flat:
+            cmd = [sys.executable, __file__, "--device", args.device, "--batch", str(args.batch), "--words",
+                   str(args.words), "--checkpoint-steps", str(args.checkpoint_steps), "--one-flat", name]
+            out = subprocess.run(cmd, capture_output=True, text=True, env=env)
+            if out.returncode != 0:
+                print(json.dumps({"config": f"flat-{name}", "batch": args.batch, "size": str(args.words),
+                                  "error": out.stderr.strip().splitlines()[-1:]}), flush=True)
+            else:
+                print(out.stdout.strip(), flush=True)
+        return
     if args.one:
         config, ckpt, size = args.one
         print(json.dumps(run_one(config, ckpt == "1", size, args.device, args.chunk)), flush=True)

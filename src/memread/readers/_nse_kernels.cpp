@@ -214,7 +214,8 @@ template <typename scalar_t>
 void backward_impl(const Tensor& grad_h, const Tensor& o, const Tensor& keep, const std::vector<Memory>& memories,
                    at::TensorList mem, at::TensorList z, at::TensorList X, const Tensor& G, const Tensor& C,
                    const Tensor& H, const Tensor& W_cm, at::TensorList W_cat, const Tensor& dh_T, const Tensor& dc_T,
-                   at::TensorList dM, const Tensor& dG, const Tensor& dc_all, const Tensor& d_o) {
+                   at::TensorList dM, const Tensor& dG, const Tensor& dc_all, const Tensor& d_o, const Tensor& dh_0,
+                   const Tensor& dc_0) {
   const int64_t B = o.size(0), T = o.size(1), k = o.size(2), N = dc_all.size(2);
   const int64_t J = static_cast<int64_t>(memories.size()), L = static_cast<int64_t>(X.size()), R = J * k;
   const scalar_t* op = o.data_ptr<scalar_t>();
@@ -368,6 +369,10 @@ void backward_impl(const Tensor& grad_h, const Tensor& o, const Tensor& keep, co
       }
     }
   });
+  // the gradients of the write LSTM's initial states h^l_{-1}, c^l_{-1}: what step 0 passed back
+  for (int64_t l = 0; l < L; ++l)
+    if (dh_0.defined()) dh_0.select(0, l).copy_(DXH[l].narrow(1, in[l], k));
+  if (dc_0.defined()) dc_0.copy_(DC);
 }
 
 void check(const Tensor& x, const char* name) {
@@ -388,8 +393,8 @@ std::vector<Memory> memories_of(at::TensorList masks, at::TensorList mem) {
   return out;
 }
 
-// Fills mem[j][1:] (or mem[j][0] in place), z, reads, X (X[l][0, :, in_l:] zero on entry), G, C
-// (C[:, 0] zero on entry) and H.
+// Fills mem[j][1:] (or mem[j][0] in place), z, reads, X (X[l][0, :, in_l:] = h^l_{-1} on entry, zero
+// to start afresh), G, C (C[:, 0] = c^l_{-1} on entry) and H.
 void nse_forward(const Tensor& o, const Tensor& c_o, const std::optional<Tensor>& keep, const Tensor& live,
                  at::TensorList masks, at::TensorList mem, at::TensorList z, const Tensor& reads, at::TensorList X,
                  const Tensor& G, const Tensor& C, const Tensor& H, const Tensor& W_cmT, at::TensorList W_catT,
@@ -411,11 +416,14 @@ void nse_forward(const Tensor& o, const Tensor& c_o, const std::optional<Tensor>
 // Fills dM (the gradients of the final memories on entry, of the initial ones on exit), dG, dc_all, d_o.
 // dh_T, dc_T (L, B, k), if given: the gradients of the write LSTM's final states, h^l and c^l after the
 // last step (C[l, T]; outputs of the NSE decoder), added to those from the outputs H and the memories.
+// dh_0, dc_0 (L, B, k), if given, receive the gradients of the initial states h^l_{-1} (X[l][0, :, in_l:])
+// and c^l_{-1} (C[l, 0]), for a loop that goes on from a previous segment's states.
 void nse_backward(const std::optional<Tensor>& grad_h, const Tensor& o, const std::optional<Tensor>& keep,
                   at::TensorList masks, at::TensorList mem, at::TensorList z, at::TensorList X, const Tensor& G,
                   const Tensor& C, const Tensor& H, const Tensor& W_cm, at::TensorList W_cat,
                   const std::optional<Tensor>& dh_T, const std::optional<Tensor>& dc_T, at::TensorList dM,
-                  const Tensor& dG, const Tensor& dc_all, const Tensor& d_o) {
+                  const Tensor& dG, const Tensor& dc_all, const Tensor& d_o, const std::optional<Tensor>& dh_0,
+                  const std::optional<Tensor>& dc_0) {
   for (const Tensor* x : {&o, &G, &C, &H, &dG, &dc_all, &d_o}) check(*x, "buffer");
   for (const Tensor& x : z) check(x, "z");
   for (const Tensor& x : X) check(x, "X");
@@ -423,16 +431,19 @@ void nse_backward(const std::optional<Tensor>& grad_h, const Tensor& o, const st
   const Tensor gh = grad_h.has_value() ? grad_h->contiguous() : Tensor();
   const Tensor kp = keep.has_value() ? keep->contiguous() : Tensor();
   const int64_t L = static_cast<int64_t>(X.size()), B = o.size(0), k = o.size(2);
-  for (const std::optional<Tensor>* d : {&dh_T, &dc_T})
+  for (const std::optional<Tensor>* d : {&dh_T, &dc_T, &dh_0, &dc_0})
     if (d->has_value())
       TORCH_CHECK((*d)->dim() == 3 && (*d)->size(0) == L && (*d)->size(1) == B && (*d)->size(2) == k &&
                       (*d)->scalar_type() == o.scalar_type(),
-                  "nse kernels: dh_T and dc_T must be (layers, B, k) in o's dtype");
+                  "nse kernels: dh_T, dc_T, dh_0 and dc_0 must be (layers, B, k) in o's dtype");
+  for (const std::optional<Tensor>* d : {&dh_0, &dc_0})
+    if (d->has_value()) check(**d, "dh_0 / dc_0");
   const Tensor dh = dh_T.has_value() ? *dh_T : Tensor(), dc = dc_T.has_value() ? dc_T->contiguous() : Tensor();
   const std::vector<Memory> memories = memories_of(masks, mem);
   at::NoGradGuard no_grad;
   AT_DISPATCH_FLOATING_TYPES(o.scalar_type(), "nse_backward", [&] {
-    backward_impl<scalar_t>(gh, o, kp, memories, mem, z, X, G, C, H, W_cm, W_cat, dh, dc, dM, dG, dc_all, d_o);
+    backward_impl<scalar_t>(gh, o, kp, memories, mem, z, X, G, C, H, W_cm, W_cat, dh, dc, dM, dG, dc_all, d_o,
+                            dh_0.has_value() ? *dh_0 : Tensor(), dc_0.has_value() ? *dc_0 : Tensor());
   });
 }
 
@@ -444,7 +455,7 @@ TORCH_LIBRARY(memread_nse, m) {
         "Tensor W_cmT, Tensor[] W_catT, Tensor[] bias, bool store) -> ()");
   m.def("backward(Tensor? grad_h, Tensor o, Tensor? keep, Tensor[] masks, Tensor[] mem, Tensor[] z, Tensor[] X, "
         "Tensor G, Tensor C, Tensor H, Tensor W_cm, Tensor[] W_cat, Tensor? dh_T, Tensor? dc_T, Tensor(a!)[] dM, "
-        "Tensor(b!) dG, Tensor(c!) dc_all, Tensor(d!) d_o) -> ()");
+        "Tensor(b!) dG, Tensor(c!) dc_all, Tensor(d!) d_o, Tensor(e!)? dh_0, Tensor(f!)? dc_0) -> ()");
 }
 
 TORCH_LIBRARY_IMPL(memread_nse, CPU, m) {

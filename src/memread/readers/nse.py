@@ -82,6 +82,14 @@ are a vectorised form within 3 float32 ulps of tanh (float64 uses ``std::tanh``)
 NSE-NSE translation model (:mod:`memread.readers.nse_decoder`) runs the same compiled loop, with the
 encoder's memory as its only memory, under the same switch.
 
+**Long sequences.** The backward pass needs every ``M_t``: B (T + 1) T k floats, O(T^2). For a flat NSE over
+long documents (2,000 tokens at batch 32 and k = 100: 51 GB) ``checkpoint_steps = C`` runs the loop in
+segments of C steps under ``torch.utils.checkpoint`` (``_segmented_loop``): the forward pass keeps only each
+segment's first memories and write-LSTM states, the backward pass recomputes a segment keeping its C + 1
+memories, so (T / C + C + 1) memories are kept, about 2 sqrt(T) at C = sqrt(T), for one more forward pass.
+The compiled loop takes the write LSTM's initial states and returns their gradients for this; elsewhere the
+segments run ``_autograd_loop``. Same numbers, in training only (without gradients nothing is kept anyway).
+
 **Autocast.** Under ``torch.autocast`` the read LSTM and the ``W_c^o o_t`` part run in the autocast
 dtype and the time loop (either one) in float32, on float32 inputs with autocast off
 (:mod:`memread.modules.precision`): the memories and ``h`` come out in float32.
@@ -98,6 +106,7 @@ continuing a previous call (``state`` not None) is refused. The returned ``state
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Literal
 
@@ -105,6 +114,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.autograd.function import once_differentiable
+from torch.utils.checkpoint import checkpoint
 
 from memread.errors import MemreadError
 from memread.modules.lstm_step import lstm_step
@@ -125,6 +135,10 @@ class NSEConfig:
     dropout: DropoutRate = 0.0  # on the read LSTM's input x_t and on the write LSTM's input c_t
     shared: NonNegInt = 0  # MMA-NSE: number of other memories read and written each step (eq. 7-15)
     impl: Literal["fast", "reference"] = "fast"  # "reference": equations (1)-(15) token by token, to check against
+    # time-segment checkpointing: in training, keep the memories only every this many steps and recompute a
+    # segment's steps in the backward pass (long flat sequences: memory O(B T (T / C + C) k) for O(B T^2 k));
+    # 0 = off. The same numbers either way.
+    checkpoint_steps: NonNegInt = 0
 
 
 class NSEReader(nn.Module):
@@ -191,6 +205,9 @@ class NSEReader(nn.Module):
         M0s = [M_n for M_n, _ in shared]
         masks = [mask, *(mask_n for _, mask_n in shared)]
         loop = _fast_loop if USE_FUNCTION else _autograd_loop
+        C = self.cfg.checkpoint_steps
+        if C and T > C and torch.is_grad_enabled():
+            loop = functools.partial(_segmented_loop, C)
         # under autocast the loop runs in float32 (memread.modules.precision)
         h, z, M, *rest = in_float32(loop, o, c_o, keep, masks, self.cfg.layers, u, *M0s, *weights)
         Ms, zs_n = rest[: len(shared)], rest[len(shared) :]
@@ -229,7 +246,7 @@ def _compiled_kernels(like: Tensor):
 def _fast_loop(o, c_o, keep, masks, layers, M0, *rest):
     """The fast path: the compiled loop where it runs (decided here, after ``in_float32``), else ``_NSELoop``."""
     if _compiled_kernels(o) is not None:
-        return _NSECompiledLoop.apply(o, c_o, keep, masks[0], masks, layers, False, M0, *rest)
+        return _NSECompiledLoop.apply(o, c_o, keep, masks[0], masks, layers, False, None, None, M0, *rest)
     return _NSELoop.apply(o, c_o, keep, masks, layers, M0, *rest)
 
 
@@ -247,13 +264,16 @@ def _lstm_gates(g: Tensor) -> Tensor:
     return g
 
 
-def _autograd_loop(o, c_o, keep, masks, layers, M0, *rest):
+def _autograd_loop(o, c_o, keep, masks, layers, M0, *rest, live=None, h0=None, c0=None, states=False):
+    """The loop under autograd. Keywords as ``_NSECompiledLoop``'s: ``live`` (B, T) the real steps (default
+    ``masks[0]``), ``h0``, ``c0`` (layers, B, k) the write LSTM's initial states (default zero), ``states``:
+    also return its final ``h^l`` then ``c^l``."""
     n = len(masks) - 1
     Ms, (W_cm, *lstm) = [M0, *rest[:n]], rest[n:]
     B, T, k = o.shape
-    hw = [o.new_zeros(B, k) for _ in range(layers)]  # the write LSTM's state, per layer
-    cw = [o.new_zeros(B, k) for _ in range(layers)]
-    live = masks[0].to(o.dtype)  # (B, T): 0 at padded steps
+    hw = [o.new_zeros(B, k) if h0 is None else h0[layer] for layer in range(layers)]  # the write LSTM's state
+    cw = [o.new_zeros(B, k) if c0 is None else c0[layer] for layer in range(layers)]
+    live = (masks[0] if live is None else live).to(o.dtype)  # (B, T): 0 at padded steps
     hs, zs = [], [[] for _ in Ms]
     for t in range(T):
         o_t = o[:, t]
@@ -274,7 +294,38 @@ def _autograd_loop(o, c_o, keep, masks, layers, M0, *rest):
         for lst, z_j in zip(zs, z):
             lst.append(z_j)
     zs = [torch.stack(lst, dim=1) for lst in zs]
-    return torch.stack(hs, dim=1), zs[0], Ms[0], *Ms[1:], *zs[1:]
+    return torch.stack(hs, dim=1), zs[0], Ms[0], *Ms[1:], *zs[1:], *((*hw, *cw) if states else ())
+
+
+def _segment(o, c_o, keep, live, masks, layers, h0, c0, M0, *rest):
+    """One segment of the time loop, going on from the write LSTM's states ``h0``, ``c0`` (layers, B, k) and
+    the memories ``M0``, ``M0^n`` ..: the loop's outputs, then the final ``h^l`` and ``c^l`` of every layer."""
+    if _compiled_kernels(o) is not None:
+        return _NSECompiledLoop.apply(o, c_o, keep, live, masks, layers, True, h0, c0, M0, *rest)
+    return _autograd_loop(o, c_o, keep, masks, layers, M0, *rest, live=live, h0=h0, c0=c0, states=True)
+
+
+def _segmented_loop(steps, o, c_o, keep, masks, layers, M0, *rest):
+    """The loop in segments of ``steps`` steps, each under ``torch.utils.checkpoint``: the forward pass keeps
+    only each segment's inputs (its first memories and write states), the backward pass runs the segment
+    again, keeping its ``M_t``, and goes back through it. Peak activation memory: T / steps memories plus one
+    segment's steps + 1, against T + 1; the time: one more forward pass. Same outputs as the loop."""
+    n = len(masks) - 1
+    Ms, weights = [M0, *rest[:n]], rest[n:]
+    B, T, k = o.shape
+    h0 = c0 = o.new_zeros(layers, B, k)
+    hs, zs = [], [[] for _ in Ms]
+    for s in range(0, T, steps):
+        part = slice(s, s + steps)
+        h, *out = checkpoint(_segment, o[:, part], c_o[:, part], None if keep is None else keep[:, part],
+                             masks[0][:, part], masks, layers, h0, c0, *Ms, *weights, use_reentrant=False)
+        z, Ms, z_n, final = out[0], out[1 : n + 2], out[n + 2 : 2 * n + 2], out[2 * n + 2 :]
+        h0, c0 = torch.stack(final[:layers]), torch.stack(final[layers:])
+        hs.append(h)
+        for lst, z_j in zip(zs, [z, *z_n]):
+            lst.append(z_j)
+    zs = [torch.cat(lst, dim=1) for lst in zs]
+    return torch.cat(hs, dim=1), zs[0], *Ms, *zs[1:]
 
 
 class _NSELoop(torch.autograd.Function):
@@ -408,11 +459,13 @@ class _NSECompiledLoop(torch.autograd.Function):
     Its arguments are ``_NSELoop``'s with two more: ``live`` (B, T) bool, the real steps (the NSE reader
     passes its own memory's mask, ``masks[0]``), and ``states``: whether to return, after the outputs of
     ``_NSELoop``, the write LSTM's final states ``h^l``, ``c^l`` (B, k) per layer (all ``h`` then all ``c``),
-    differentiable. The NSE decoder (:mod:`memread.readers.nse_decoder`, no own memory) passes its target
-    mask as ``live``, only the shared memory's mask in ``masks`` and ``states = True``."""
+    differentiable; and ``h0``, ``c0`` (layers, B, k) or None: the write LSTM's initial states (None: zero),
+    differentiable, for a loop that goes on from a previous segment (``_segmented_loop``). The NSE decoder
+    (:mod:`memread.readers.nse_decoder`, no own memory) passes its target mask as ``live``, only the shared
+    memory's mask in ``masks`` and ``states = True``."""
 
     @staticmethod
-    def forward(ctx, o, c_o, keep, live, masks, layers, states, M0, *rest):
+    def forward(ctx, o, c_o, keep, live, masks, layers, states, h0, c0, M0, *rest):
         n = len(masks) - 1
         M0s, (W_cm, *lstm) = [M0, *rest[:n]], rest[n:]
         B, T, k = o.shape
@@ -427,11 +480,11 @@ class _NSECompiledLoop(torch.autograd.Function):
         z_all = [o.new_empty(T, B, M.size(1)) for M in M0s]
         reads = o.new_empty(T, B, (n + 1) * k)
         X = [o.new_empty(T, B, (N if layer == 0 else k) + k) for layer in range(layers)]
-        for x in X:
-            x[0, :, -k:] = 0  # h^l_{-1} = 0
+        for layer, x in enumerate(X):
+            x[0, :, -k:] = 0 if h0 is None else h0[layer]  # h^l_{-1}
         gates = o.new_empty(layers, T, B, 4 * k)
         cells = o.new_empty(layers, T + 1, B, k)
-        cells[:, 0] = 0
+        cells[:, 0] = 0 if c0 is None else c0  # c^l_{-1}
         H = o.new_empty(T, B, k)
         # [W_ih W_hh] for the backward pass, and its transpose made contiguous for the forward products
         # (X_t [W_ih W_hh]^T on a transposed view was 40% slower with MKL, at 32 rows, k = 300)
@@ -480,9 +533,11 @@ class _NSECompiledLoop(torch.autograd.Function):
         dgates = o.new_empty(L, T, B, 4 * k)  # d gate pre-activations
         dc_all = o.new_empty(T, B, N)  # d c_t (before dropout) = d c_o
         do = o.new_empty(T, B, k)
+        dh_0 = o.new_empty(L, B, k) if ctx.needs_input_grad[7] else None  # d h^l_{-1}, d c^l_{-1}
+        dc_0 = o.new_empty(L, B, k) if ctx.needs_input_grad[8] else None
         kernels().backward(None if grad_h is None else grad_h.contiguous(), o, keep, list(masks), list(mem),
                            list(z_all), list(X), gates, cells, H, W_cm, list(W_cat), dh_T, dc_T, dM, dgates, dc_all,
-                           do)
+                           do, dh_0, dc_0)
         # the weight gradients, summed over all steps at once
         flat = lambda x: x.reshape(-1, x.size(-1))  # noqa: E731
         d_weights = [flat(dc_all).t() @ flat(reads)]  # W_c^m
@@ -491,7 +546,8 @@ class _NSECompiledLoop(torch.autograd.Function):
             dW = dg.t() @ flat(X[layer])  # [d W_ih | d W_hh]
             in_l = X[layer].size(2) - k
             d_weights += [dW[:, :in_l], dW[:, in_l:], dg.sum(0)]
-        return (do.transpose(0, 1), dc_all.transpose(0, 1), None, None, None, None, None, *dM, *d_weights)
+        return (do.transpose(0, 1), dc_all.transpose(0, 1), None, None, None, None, None, dh_0, dc_0, *dM,
+                *d_weights)
 
 
 # ----------------------------------------------------------------------------- the reference

@@ -139,7 +139,7 @@ class NSEDecoder(nn.Module):
             for cell in self.write:
                 weights += [cell.weight_ih, cell.weight_hh, cell.bias_ih + cell.bias_hh]
             return _NSECompiledLoop.apply(o, c_o, keep, y_mask.bool(), [source_mask.bool()], self.cfg.layers, True,
-                                          M0, *weights)
+                                          None, None, M0, *weights)
         return self._python_loop(o, c_o, keep, y_mask, M0, source_mask, W_cm)
 
     def _python_loop(self, o, c_o, keep, y_mask, M0, source_mask, W_cm):
