@@ -21,7 +21,7 @@ from memread.criteria.lm import LMNLL, LMNLLConfig
 from memread.criteria.translation import TokenNLL
 from memread.errors import MemreadError
 from memread.heads.base import ModelOutput
-from memread.tools.compare import UnitTable, paired_test
+from memread.tools.compare import UnitTable, paired_test, pooled
 
 
 def _cases():
@@ -107,6 +107,15 @@ def test_perplexity_is_tested_on_whole_units_and_lower_is_better():
     assert r.better == "A" and r.p_value < 0.001 and r.ci_high < 0
 
 
+def test_pooled_seeds_give_the_mean_accuracy_and_refuse_other_units():
+    seeds = [_accuracy_table(v) for v in ([1, 1, 0, 0], [1, 0, 1, 0], [1, 1, 1, 0])]
+    pool = pooled(seeds)
+    assert accuracy(pool.sums())["accuracy"] == pytest.approx(np.mean([0.5, 0.5, 0.75]))
+    assert pool.values[:, pool.keys.index("correct")].tolist() == [3, 2, 2, 0]
+    with pytest.raises(MemreadError, match="seed 2"):
+        pooled([seeds[0], _accuracy_table([1, 0, 1])])
+
+
 def test_tables_of_different_units_are_refused():
     a = _accuracy_table([1, 0, 1])
     with pytest.raises(MemreadError, match="3 units and B 2"):
@@ -151,3 +160,37 @@ def test_memread_compare_two_wikiqa_runs(tmp_path, fixtures):
     assert same["difference"] == 0 and same["p_value"] == 1.0 and same["a"] == pytest.approx(finals[0]["mrr"])
     r = _memread("compare", runs[0], runs[1], "--metric", "bleu", data_root=fixtures)
     assert r.returncode == 2 and "no metric 'bleu'" in r.stderr and "Traceback" not in r.stderr
+
+
+@pytest.mark.slow
+def test_memread_compare_seeds_of_two_models(tmp_path, fixtures):
+    """``--seeds 2``: ROOT/seed1, ROOT/seed2 of two models (attention and siamese pair encoders): per-seed tests equal to
+    plain ``memread compare`` of the pairs, the pooled test's a and b the seeds' means, Welch over seeds."""
+    finals = {}
+    for model, encoder in (("lstm", 'encoder = "attention"'), ("siamese", 'encoder = "siamese"')):
+        for seed in (1, 2):
+            cfg = tmp_path / f"{model}{seed}.toml"
+            cfg.write_text('[data]\nname = "wikiqa"\nvectors = "glove/tiny.txt"\n\n[head]\nname = "pair"\n'
+                           f'{encoder}\nemb = 8\nmlp = 8\n\n[reader]\nname = "lstm"\nhidden = 8\n\n'
+                           f'[train]\nmax_steps = 6\nbatch_size = 4\nprogress = false\nseed = {seed}\n')
+            run = tmp_path / model / f"seed{seed}"
+            r = _memread("train", cfg, "--run-dir", run, data_root=fixtures)
+            assert r.returncode == 0, r.stderr
+            finals[model, seed] = json.loads((run / "final.json").read_text())["test"]["map"]
+    r = _memread("compare", tmp_path / "lstm", tmp_path / "siamese", "--seeds", "2", "--resamples", "300",
+                 data_root=fixtures)
+    assert r.returncode == 0, r.stderr
+    got = json.loads(r.stdout.strip().splitlines()[-1])
+    assert got["metric"] == "map"
+    assert got["seeds"]["a"]["values"] == pytest.approx([finals["lstm", 1], finals["lstm", 2]])
+    assert got["seeds"]["b"]["mean"] == pytest.approx((finals["siamese", 1] + finals["siamese", 2]) / 2)
+    # MAP pooled over seeds: each question's AP summed over the seeds, so the mean of the seeds' MAPs
+    assert got["pooled"]["a"] == pytest.approx(got["seeds"]["a"]["mean"])
+    assert got["pooled"]["b"] == pytest.approx(got["seeds"]["b"]["mean"])
+    one = _memread("compare", tmp_path / "lstm" / "seed2", tmp_path / "siamese" / "seed2", "--resamples", "300",
+                   data_root=fixtures)
+    plain = json.loads(one.stdout.strip().splitlines()[-1])
+    assert got["per_seed"][1]["p_value"] == plain["p_value"] and got["per_seed"][1]["a"] == plain["a"]
+    assert 0 <= got["seeds"]["welch_p"] <= 1 or got["seeds"]["welch_p"] != got["seeds"]["welch_p"]  # NaN if no spread
+    r = _memread("compare", tmp_path / "lstm", tmp_path / "siamese", "--seeds", "3", data_root=fixtures)
+    assert r.returncode == 2 and "seed3" in r.stderr and "Traceback" not in r.stderr

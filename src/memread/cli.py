@@ -227,8 +227,13 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
 def cmd_compare(args: argparse.Namespace) -> int:
     from memread.data.root import data_root
-    from memread.tools.compare import compare_runs
+    from memread.tools.compare import compare_runs, compare_seeds
 
+    if args.seeds:
+        print(json.dumps(compare_seeds(args.run_a, args.run_b, args.seeds, data_root(args.data_root), args.split,
+                                       args.checkpoint, args.metric, args.batch_size, _device(args), args.resamples,
+                                       args.confidence, args.seed, progress=sys.stderr.isatty())))
+        return 0
     print(json.dumps(compare_runs(args.run_a, args.run_b, data_root(args.data_root), args.split, args.checkpoint,
                                   args.metric, args.batch_size, _device(args), args.resamples, args.confidence,
                                   args.seed, progress=sys.stderr.isatty())))
@@ -570,6 +575,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--resamples", type=int, default=10_000)
     p.add_argument("--confidence", type=float, default=0.95)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seeds", type=int, default=0, metavar="N",
+                   help="RUN_A and RUN_B hold seed1 .. seedN (as memread reproduce writes them): per-seed paired "
+                        "tests, the paired test of the seeds pooled, and Welch's t-test of the seeds' values")
     _add_data_root(p)
     _add_device(p)
     p.set_defaults(func=cmd_compare)

@@ -15,6 +15,11 @@ The tests resample units, never tokens or candidates within a unit:
 - **paired bootstrap** (scipy's ``bootstrap`` with ``paired=True``, percentile interval): a confidence
   interval of the difference, units drawn with replacement, the same draw for both models.
 
+With ``--seeds N`` (:func:`compare_seeds`) the two runs are folders of seeds (``ROOT/seed1`` ..), as
+``memread reproduce`` trains them: the paired tests of each seed pair, the paired test of the seeds pooled
+(each unit's statistics summed over the seeds), and Welch's t-test of the seeds' values, which is the only
+one of the three that sees the variation from training itself.
+
 Both use the metric exactly as the criterion computes it (MAP as the mean of per-question AP, perplexity
 as ``exp`` of the summed NLL over the summed tokens), so the observed difference is the one the two
 runs' ``final.json`` files show.
@@ -152,32 +157,97 @@ def paired_test(a: UnitTable, b: UnitTable, summarize: Summarize, metric: str, h
                         float(perm.pvalue), U, resamples, higher_is_better)
 
 
+def _evaluate_units(run_dir: str, data_root, split: str, checkpoint: str, batch_size: int, device: str,
+                    progress: bool) -> tuple[UnitTable, object, int]:
+    """One run's unit statistics on ``split``: (table, criterion, batch size used)."""
+    from pathlib import Path
+
+    from memread.experiment import load_trained
+    from memread.training.loop import evaluate
+
+    cfg, task, model = load_trained(Path(run_dir), data_root, checkpoint, device)
+    batch_size = batch_size or cfg.train.eval_batch_size or task.default_eval_batch_size
+    criterion = task.build_criterion(model)
+    units: list = []
+    evaluate(model, task, split, batch_size, progress=progress, criterion=criterion, units=units)
+    return UnitTable.from_batches(units), criterion, batch_size
+
+
+def _same_criterion(a, b, name_a: str, name_b: str) -> None:
+    if type(a) is not type(b):
+        raise MemreadError(f"{name_a} is scored by {type(a).__name__} and {name_b} by {type(b).__name__}: a paired "
+                           f"test needs the same task and criterion")
+
+
 def compare_runs(run_a: str, run_b: str, data_root, split: str = "test", checkpoint: str = "best",
                  metric: str | None = None, batch_size: int = 0, device: str = "cpu", resamples: int = 10_000,
                  confidence: float = 0.95, seed: int = 0, progress: bool = False) -> dict:
     """Evaluate both runs on ``split`` (batches of the same size, so that their units are the same) and test
     the difference of ``metric`` (default: the criterion's selection metric). Returns the JSON-able result:
     ``run_a``, ``run_b``, and :class:`PairedResult`'s fields (``a``, ``b``: the metric of each run)."""
-    from pathlib import Path
-
-    from memread.experiment import load_trained
-    from memread.training.loop import evaluate
-
-    tables, criteria = [], []
-    for run_dir in (run_a, run_b):
-        cfg, task, model = load_trained(Path(run_dir), data_root, checkpoint, device)
-        batch_size = batch_size or cfg.train.eval_batch_size or task.default_eval_batch_size
-        criterion = task.build_criterion(model)
-        units: list = []
-        evaluate(model, task, split, batch_size, progress=progress, criterion=criterion, units=units)
-        tables.append(UnitTable.from_batches(units))
-        criteria.append(criterion)
-        del model
-    a, b = criteria
-    if type(a) is not type(b):
-        raise MemreadError(f"{run_a} is scored by {type(a).__name__} and {run_b} by {type(b).__name__}: a paired "
-                           f"test needs the same task and criterion")
-    result = paired_test(*tables, a.summarize, metric or a.selection_metric, a.higher_is_better, resamples=resamples,
+    ta, a, batch_size = _evaluate_units(run_a, data_root, split, checkpoint, batch_size, device, progress)
+    tb, b, _ = _evaluate_units(run_b, data_root, split, checkpoint, batch_size, device, progress)
+    _same_criterion(a, b, run_a, run_b)
+    result = paired_test(ta, tb, a.summarize, metric or a.selection_metric, a.higher_is_better, resamples=resamples,
                          confidence=confidence, seed=seed, names=(run_a, run_b))
     return {"run_a": run_a, "run_b": run_b, "split": split, "checkpoint": checkpoint, "batch_size": batch_size,
             **result.to_dict()}
+
+
+def pooled(tables: list[UnitTable]) -> UnitTable:
+    """Several evaluations of the same units (one model trained with several seeds) as one table: each unit's
+    statistics summed over them, so the metric of the pooled table is the seeds' metric on all their
+    predictions together (for accuracy and MAP the mean over seeds)."""
+    first = tables[0]
+    for i, t in enumerate(tables[1:], 2):
+        check_paired(first, t, ("seed 1", f"seed {i}"))
+    return UnitTable(first.keys, np.sum([t.values for t in tables], axis=0))
+
+
+def compare_seeds(root_a: str, root_b: str, seeds: int, data_root, split: str = "test", checkpoint: str = "best",
+                  metric: str | None = None, batch_size: int = 0, device: str = "cpu", resamples: int = 10_000,
+                  confidence: float = 0.95, seed: int = 0, progress: bool = False) -> dict:
+    """Two models each trained with seeds 1..``seeds``, in ``ROOT/seedS`` (as ``memread reproduce`` lays them
+    out). Returns the JSON-able result:
+
+    - ``per_seed``: the paired test of seed s of A against seed s of B, for each s;
+    - ``pooled``: the paired test of the pooled tables (:func:`pooled`): the difference of the seeds' mean
+      metric, units resampled (it tests the units' variation, not the seeds');
+    - ``seeds``: the metric of every seed of each model, their means and sample standard deviations, and
+      Welch's t-test of the two sets of seed values (scipy's ``ttest_ind``, ``equal_var=False``): the
+      variation from training itself, which the papers do not report."""
+    from pathlib import Path
+
+    from scipy import stats
+
+    if seeds < 2:
+        raise MemreadError(f"--seeds {seeds}: at least 2 (one seed is a plain memread compare RUN_A RUN_B)")
+    runs = {side: [str(Path(root) / f"seed{s}") for s in range(1, seeds + 1)] for side, root in (("a", root_a),
+                                                                                                   ("b", root_b))}
+    for run in runs["a"] + runs["b"]:
+        if not Path(run).is_dir():
+            raise MemreadError(f"{run}: no such run folder (--seeds {seeds} reads ROOT/seed1 .. ROOT/seed{seeds})")
+    tables: dict[str, list[UnitTable]] = {"a": [], "b": []}
+    criterion = None
+    for side in ("a", "b"):
+        for run in runs[side]:
+            table, crit, batch_size = _evaluate_units(run, data_root, split, checkpoint, batch_size, device, progress)
+            if criterion is not None:
+                _same_criterion(criterion, crit, runs["a"][0], run)
+            criterion = criterion or crit
+            tables[side].append(table)
+    metric = metric or criterion.selection_metric
+    test = lambda ta, tb, names: paired_test(ta, tb, criterion.summarize, metric, criterion.higher_is_better,  # noqa: E731
+                                             resamples=resamples, confidence=confidence, seed=seed, names=names)
+    per_seed = [{"seed": s, **test(ta, tb, (ra, rb)).to_dict()}
+                for s, ta, tb, ra, rb in zip(range(1, seeds + 1), tables["a"], tables["b"], runs["a"], runs["b"])]
+    pool = test(pooled(tables["a"]), pooled(tables["b"]), (root_a, root_b)).to_dict()
+    values = {side: [criterion.summarize(t.sums())[metric] for t in tables[side]] for side in ("a", "b")}
+    welch = stats.ttest_ind(values["a"], values["b"], equal_var=False)
+    summary = {side: {"values": values[side], "mean": float(np.mean(values[side])),
+                      "std": float(np.std(values[side], ddof=1))} for side in ("a", "b")}
+    return {"root_a": root_a, "root_b": root_b, "split": split, "checkpoint": checkpoint, "batch_size": batch_size,
+            "metric": metric, "higher_is_better": criterion.higher_is_better,
+            "seeds": {**summary, "difference": summary["a"]["mean"] - summary["b"]["mean"],
+                      "welch_t": float(welch.statistic), "welch_p": float(welch.pvalue)},
+            "pooled": pool, "per_seed": per_seed}
