@@ -19,7 +19,8 @@ of `--repeats` passes over the same 8 bucketed batches, training steps (forward,
     OMP_NUM_THREADS=2 python benchmarks/iaa_breakdown.py [--repeats 3]
 
 Prints one JSON line: tokens/s and ratio against the AS Reader of each, and ``iaa_of_ceiling`` = the IAA's
-ratio over the ceiling's (issue 24 asks for 0.95 of the AS Reader, or within 3 % of the ceiling).
+ratio over the ceiling's (issue 24 asks for 0.95 of the AS Reader, or within 3 % of the ceiling), also the
+line's ``ratio`` (the suite's ``iaa-of-ceiling`` check).
 """
 
 from __future__ import annotations
@@ -84,6 +85,7 @@ def main() -> None:
     out = {key: {"tokens_per_s": round(setup["tokens"] / times[key], 1),
                  "ratio": round(times["as_reader"] / times[key], 4)} for key in keys}
     out["iaa_of_ceiling"] = round(out["iaa"]["ratio"] / out["iaa_products_only"]["ratio"], 4)
+    out["ratio"] = out["iaa_of_ceiling"]  # what the suite's iaa-of-ceiling check reads
     out.update(repeats=args.repeats, threads=torch.get_num_threads(), torch=torch.__version__)
     print(json.dumps(out))
 

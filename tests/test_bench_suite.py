@@ -85,9 +85,42 @@ def test_every_check_names_a_bench_the_cli_accepts():
 
     parser = build_parser()
     for check in suite.SUITE:
+        if check.script:  # a benchmark script of the repository
+            assert (REPO / shlex.split(check.args)[0]).is_file() and check.command.startswith("python benchmarks/")
+            continue
         args = parser.parse_args(["bench", *shlex.split(check.args)])
         assert args.func.__name__ == "cmd_bench"
     assert len(suite.CHECKS) == len(suite.SUITE)  # names are unique
+
+
+def test_the_report_keeps_each_checks_latest_run_and_says_where_each_came_from(tmp_path):
+    (tmp_path / "benchmarks").mkdir()
+    (tmp_path / "results").mkdir()
+    first = [line("nse", 0.28, "2026-11-25T00:00:00Z"), line("kvp", 0.88, "2026-11-25T00:00:00Z")]
+    rerun = [line("kvp", 0.90, "2026-11-26T00:00:00Z", commit="def5678"),
+             line("kvp-of-ceiling", 0.975, "2026-11-26T00:00:00Z", commit="def5678")]
+    (tmp_path / suite.LINES).write_text("\n".join(json.dumps(x) for x in first + rerun) + "\n")
+    (tmp_path / suite.REPORT).write_text(f"{suite.BEGIN}\n{suite.END}\n")
+    (tmp_path / suite.README).write_text(f"{suite.README_ROW}old) | x | — | x |\n")
+    report, readme = suite.report(tmp_path)
+    assert "| nse | `memread bench nse" in report and "0.280" in report  # kept from the first run
+    assert "| 0.900 |" in report and "| 0.880 |" not in report  # the kvp's rerun replaces its first run
+    row = next(r for r in report.splitlines() if r.startswith("| kvp-of-ceiling |"))
+    assert "`python benchmarks/daniluk_breakdown.py --ceiling`" in row and row.endswith("| yes |")
+    assert "Suite run `2026-11-25T00:00:00Z` (nse), commit `abc1234`" in report
+    assert "Suite run `2026-11-26T00:00:00Z` (kvp, kvp-of-ceiling), commit `def5678`" in report
+    assert "(commit `abc1234`, `def5678`, Test CPU, 2 cores)" in readme
+
+
+def test_a_script_check_runs_the_script_with_python(tmp_path, monkeypatch):
+    script = tmp_path / "bench_script.py"
+    script.write_text("import json, sys\nprint(json.dumps({'ratio': 0.5, 'argv': sys.argv[1:], 'threads': 1}))\n")
+    monkeypatch.setitem(suite.CHECKS, "kvp-of-ceiling",
+                        suite.Check("kvp-of-ceiling", f"{script} --ceiling", 0.97, "test", script=True))
+    out = tmp_path / "lines.jsonl"
+    suite.run(["kvp-of-ceiling"], 1, out, bench_command=["false"])  # not memread bench
+    got = json.loads(out.read_text())
+    assert got["argv"] == ["--ceiling"] and got["ratio"] == 0.5 and got["check"] == "kvp-of-ceiling"
 
 
 def test_the_iaa_ceiling_model_does_every_product_of_the_iaa_but_no_attention_in_its_loop():

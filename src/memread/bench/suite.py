@@ -6,9 +6,10 @@
 Each JSON line that ``memread bench`` prints is appended to ``benchmarks/results.jsonl`` with the
 check's name, its arguments, the commit, the machine and the suite run's id. Then ``report`` rewrites the
 generated part of ``results/benchmarks.md`` (between :data:`BEGIN` and :data:`END`: median, min and max
-ratio of every check, its target, the machine, commit and threads) and the README's speed row from the
-latest suite run's lines, so neither is copied by hand (``tests/test_bench_suite.py`` fails when either is
-stale).
+ratio of every check, its target, the machine, commit and threads) and the README's speed row from each
+check's latest suite run (``--only`` reruns some checks, the others keep their last run), so neither is
+copied by hand (``tests/test_bench_suite.py`` fails when either is stale). Two checks are scripts of
+``benchmarks/`` instead of ``memread bench``: the kvp and IAA margins against their ceilings.
 
 Both verbs work in the current folder, the repository's root (``run.sh`` goes there). Run it on an
 otherwise idle machine (pause training runs with SIGSTOP): ratios are measured in one
@@ -42,10 +43,15 @@ README_ROW = "| throughput vs baseline ("
 @dataclass(frozen=True)
 class Check:
     name: str  # short, unique: what the tables call it
-    args: str  # what follows `memread bench`
+    args: str  # what follows `memread bench` (or `python`, for a script)
     target: float | None  # the ratio the issue asks for (None: recorded, no target)
     issue: str  # where the target comes from
     baseline: str = "nn.LSTM"
+    script: bool = False  # args name a benchmark script run with `python` (it prints a line with "ratio")
+
+    @property
+    def command(self) -> str:
+        return f"python {self.args}" if self.script else f"memread bench {self.args}"
 
     def met(self, ratios: list[float]) -> str:
         if self.target is None:
@@ -75,6 +81,13 @@ SUITE: tuple[Check, ...] = (
     Check("rm-L15", f"rm {LM} --set window=15 --match-params", None, "issue 22", "LSTM LM"),
     Check("fofe-hornn", f"hornn {LM} --set variant=fofe --match-params", None, "issue 22", "LSTM LM"),
     Check("gated-hornn", f"hornn {LM} --set variant=gated --match-params", None, "issue 22", "LSTM LM"),
+    # the margins against their arithmetic ceilings, both timed in one process (issue 24: "within 3 %"): the
+    # kvp against its LSTM and the four d x d products its equations need, the IAA against the AS Reader's work
+    # plus every product of its inference steps (the scripts' docstrings say what each ceiling holds)
+    Check("kvp-of-ceiling", "benchmarks/daniluk_breakdown.py --ceiling", 0.97, "issue 24 (within 3 %)",
+          "kvp products only", script=True),
+    Check("iaa-of-ceiling", "benchmarks/iaa_breakdown.py --repeats 3", 0.97, "issue 24 (within 3 %)",
+          "IAA products only", script=True),
 )
 CHECKS = {c.name: c for c in SUITE}
 
@@ -116,6 +129,7 @@ def run(names: list[str], runs: int, out: Path, bench_command: list[str] | None 
     """Run the checks ``names`` ``runs`` times each (interleaved) and append their lines to ``out``;
     returns the suite run's id."""
     bench_command = bench_command or [sys.executable, "-m", "memread", "bench"]
+    script_command = [sys.executable]
     run_id = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     where, sha = machine(), commit()
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -123,9 +137,10 @@ def run(names: list[str], runs: int, out: Path, bench_command: list[str] | None 
         for name in names:
             check = CHECKS[name]
             start = time.perf_counter()
-            done = subprocess.run([*bench_command, *shlex.split(check.args)], capture_output=True, text=True)
+            command = script_command if check.script else bench_command
+            done = subprocess.run([*command, *shlex.split(check.args)], capture_output=True, text=True)
             if done.returncode != 0:
-                raise MemreadError(f"memread bench {check.args} failed:\n{done.stderr.strip()[-2000:]}")
+                raise MemreadError(f"{check.command} failed:\n{done.stderr.strip()[-2000:]}")
             line = json.loads(done.stdout.strip().splitlines()[-1])
             line.update(check=name, args=check.args, commit=sha, machine=where, suite_run=run_id,
                         wall_s=round(time.perf_counter() - start, 1))
@@ -136,14 +151,17 @@ def run(names: list[str], runs: int, out: Path, bench_command: list[str] | None 
 
 
 def latest_run(lines_path: Path) -> list[dict]:
-    """The lines of the latest suite run in ``lines_path`` (lines written before the suite existed have
-    no ``suite_run`` and are left out)."""
+    """For every check, the lines of the latest suite run that ran it (``run.sh --only`` reruns some checks;
+    the others keep their last run). Lines written before the suite existed have no ``suite_run`` and are
+    left out."""
     lines = [json.loads(line) for line in lines_path.read_text().splitlines() if line.strip()]
     runs = [line for line in lines if "suite_run" in line]
     if not runs:
         raise MemreadError(f"{lines_path}: no line of a suite run (run benchmarks/run.sh)")
-    last = max(line["suite_run"] for line in runs)
-    return [line for line in runs if line["suite_run"] == last]
+    last = {}
+    for line in runs:
+        last[line["check"]] = max(last.get(line["check"], ""), line["suite_run"])
+    return [line for line in runs if line["suite_run"] == last[line["check"]]]
 
 
 def table(lines: list[dict]) -> str:
@@ -151,15 +169,21 @@ def table(lines: list[dict]) -> str:
     by_check: dict[str, list[dict]] = {}
     for line in lines:
         by_check.setdefault(line["check"], []).append(line)
-    first = lines[0]
-    threads = sorted({line.get("threads") for line in lines})
-    out = [
-        f"Suite run `{first['suite_run']}`, commit `{first['commit']}`, {first['machine']}, "
-        f"{', '.join(map(str, threads))} thread(s), torch {first.get('torch', '?')}: "
-        f"each check run {max(len(v) for v in by_check.values())} times in fresh processes, interleaved; "
-        f"a ratio is the reader's training tokens/s over its baseline's, both timed in one process.",
+    sessions: dict[tuple, list[str]] = {}  # (suite run, commit, machine, threads, torch) -> its checks
+    for check in SUITE:
+        for line in by_check.get(check.name, [])[:1]:
+            key = (line["suite_run"], line["commit"], line["machine"], line.get("threads"), line.get("torch", "?"))
+            sessions.setdefault(key, []).append(check.name)
+    out = []
+    for (run_id, sha, where, threads, torch_version), names in sorted(sessions.items()):
+        which = "" if len(sessions) == 1 else f" ({', '.join(names)})"
+        out.append(f"Suite run `{run_id}`{which}, commit `{sha}`, {where}, {threads} thread(s), torch {torch_version}.")
+    out += [
         "",
-        "| check | `memread bench ...` | baseline | ratio median | min | max | runs | target | met? |",
+        f"Each check run {max(len(v) for v in by_check.values())} times in fresh processes, interleaved; a ratio is "
+        f"the reader's training tokens/s over its baseline's, both timed in one process.",
+        "",
+        "| check | command | baseline | ratio median | min | max | runs | target | met? |",
         "|---|---|---|---:|---:|---:|---:|---:|---|",
     ]
     for check in SUITE:
@@ -168,7 +192,7 @@ def table(lines: list[dict]) -> str:
             continue
         ratios = [ratio(line) for line in got]
         target = "-" if check.target is None else f">= {check.target} ({check.issue})"
-        out.append(f"| {check.name} | `{check.args}` | {check.baseline} | {statistics.median(ratios):.3f} | "
+        out.append(f"| {check.name} | `{check.command}` | {check.baseline} | {statistics.median(ratios):.3f} | "
                    f"{min(ratios):.3f} | {max(ratios):.3f} | {len(ratios)} | {target} | {check.met(ratios)} |")
     # the JSON lines themselves, as `memread bench` printed them (with the suite's fields)
     out += ["", "<details><summary>the suite run's JSON lines</summary>", "", "```",
@@ -182,9 +206,11 @@ def readme_row(lines: list[dict]) -> str:
     for line in lines:
         by_check.setdefault(line["check"], []).append(ratio(line))
     medians = ", ".join(f"{c.name} {statistics.median(by_check[c.name]):.2f}" for c in SUITE if c.name in by_check)
-    first = lines[0]
+    in_order = sorted(lines, key=lambda x: x["suite_run"])
+    commits = ", ".join(f"`{c}`" for c in dict.fromkeys(line["commit"] for line in in_order))
+    machines = ", ".join(dict.fromkeys(line["machine"] for line in lines))
     return (f"{README_ROW}`benchmarks/run.sh`, medians of 3 on an idle machine) | {medians} "
-            f"(commit `{first['commit']}`, {first['machine']}) | — | `results/benchmarks.md` |")
+            f"(commit {commits}, {machines}) | — | `results/benchmarks.md` |")
 
 
 def splice(text: str, section: str, path: Path) -> str:
@@ -206,7 +232,7 @@ def replace_row(text: str, row: str, path: Path) -> str:
 
 
 def report(root: Path, write: bool = True) -> tuple[str, str]:
-    """The report and README texts of the repository at ``root``, made from its latest suite run;
+    """The report and README texts of the repository at ``root``, made from each check's latest suite run;
     written back when ``write``."""
     lines = latest_run(root / LINES)
     report_text = splice((root / REPORT).read_text(), table(lines), root / REPORT)
@@ -223,13 +249,13 @@ def main(argv: list[str] | None = None) -> int:
     r = sub.add_parser("run", help="run the checks, append their lines, write the report")
     r.add_argument("--runs", type=int, default=3)
     r.add_argument("--only", nargs="*", choices=sorted(CHECKS), help="these checks only (default: all)")
-    sub.add_parser("report", help="rewrite the report and the README row from the latest suite run")
+    sub.add_parser("report", help="rewrite the report and the README row from each check's latest suite run")
     sub.add_parser("list", help="print the checks")
     args = p.parse_args(argv)
     try:
         if args.verb == "list":
             for c in SUITE:
-                print(f"{c.name:18s} memread bench {c.args}   target {c.target or '-'} ({c.issue})")
+                print(f"{c.name:18s} {c.command}   target {c.target or '-'} ({c.issue})")
             return 0
         if args.verb == "run":
             run(args.only or [c.name for c in SUITE], args.runs, Path.cwd() / LINES)
