@@ -192,5 +192,15 @@ def test_memread_compare_seeds_of_two_models(tmp_path, fixtures):
     plain = json.loads(one.stdout.strip().splitlines()[-1])
     assert got["per_seed"][1]["p_value"] == plain["p_value"] and got["per_seed"][1]["a"] == plain["a"]
     assert 0 <= got["seeds"]["welch_p"] <= 1 or got["seeds"]["welch_p"] != got["seeds"]["welch_p"]  # NaN if no spread
+    results = tmp_path / "results.jsonl"
+    r = _memread("compare", tmp_path / "lstm", tmp_path / "siamese", "--seeds", "2", "--resamples", "300",
+                 "--record", "wikiqa-attention-vs-siamese", "--results", results, data_root=fixtures)
+    assert r.returncode == 0, r.stderr
+    rec = json.loads(results.read_text())
+    assert rec["experiment"] == "wikiqa-attention-vs-siamese" and rec["metric"] == "map_difference"
+    assert rec["dataset"] == "wikiqa" and rec["split"] == "test" and rec["seeds"] == [1, 2]
+    assert rec["value"] == pytest.approx(got["seeds"]["difference"], abs=1e-6)
+    assert rec["pooled_p_value"] == pytest.approx(got["pooled"]["p_value"], abs=1e-6)
+    assert rec["command"].startswith("memread compare ") and "--seeds 2" in rec["command"]
     r = _memread("compare", tmp_path / "lstm", tmp_path / "siamese", "--seeds", "3", data_root=fixtures)
     assert r.returncode == 2 and "seed3" in r.stderr and "Traceback" not in r.stderr

@@ -33,6 +33,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
 from pathlib import Path
 
 from memread.errors import MemreadError
@@ -227,16 +228,29 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
 def cmd_compare(args: argparse.Namespace) -> int:
     from memread.data.root import data_root
-    from memread.tools.compare import compare_runs, compare_seeds
+    from memread.tools.compare import compare_runs, compare_seeds, result_line
 
+    start = time.perf_counter()
     if args.seeds:
-        print(json.dumps(compare_seeds(args.run_a, args.run_b, args.seeds, data_root(args.data_root), args.split,
-                                       args.checkpoint, args.metric, args.batch_size, _device(args), args.resamples,
-                                       args.confidence, args.seed, progress=sys.stderr.isatty())))
-        return 0
-    print(json.dumps(compare_runs(args.run_a, args.run_b, data_root(args.data_root), args.split, args.checkpoint,
-                                  args.metric, args.batch_size, _device(args), args.resamples, args.confidence,
-                                  args.seed, progress=sys.stderr.isatty())))
+        result = compare_seeds(args.run_a, args.run_b, args.seeds, data_root(args.data_root), args.split,
+                               args.checkpoint, args.metric, args.batch_size, _device(args), args.resamples,
+                               args.confidence, args.seed, progress=sys.stderr.isatty())
+    else:
+        result = compare_runs(args.run_a, args.run_b, data_root(args.data_root), args.split, args.checkpoint,
+                              args.metric, args.batch_size, _device(args), args.resamples, args.confidence,
+                              args.seed, progress=sys.stderr.isatty())
+    print(json.dumps(result))
+    if args.record:
+        from memread.experiment import read_run_config
+        from memread.tools.reproduce import append_lines, git_commit, results_path
+
+        first = Path(args.run_a) / "seed1" if args.seeds else Path(args.run_a)
+        command = " ".join(["memread compare", *sys.argv[2:]]) if sys.argv[1:2] == ["compare"] else "memread compare"
+        line = result_line(result, args.record, read_run_config(first).data.name, command, git_commit(),
+                           time.perf_counter() - start, args.paper_value)
+        out = results_path(args.results)
+        append_lines(out, [line])
+        print(f"appended {args.record} to {out}", file=sys.stderr)
     return 0
 
 
@@ -578,6 +592,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seeds", type=int, default=0, metavar="N",
                    help="RUN_A and RUN_B hold seed1 .. seedN (as memread reproduce writes them): per-seed paired "
                         "tests, the paired test of the seeds pooled, and Welch's t-test of the seeds' values")
+    p.add_argument("--record", metavar="EXPERIMENT", default=None,
+                   help="append the difference and its tests to the results file as this experiment")
+    p.add_argument("--paper-value", type=float, default=None, help="with --record: the paper's difference A - B")
+    p.add_argument("--results", default=None,
+                   help="with --record: the results file (default: $MEMREAD_RESULTS, else results/results.jsonl)")
     _add_data_root(p)
     _add_device(p)
     p.set_defaults(func=cmd_compare)

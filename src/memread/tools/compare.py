@@ -251,3 +251,26 @@ def compare_seeds(root_a: str, root_b: str, seeds: int, data_root, split: str = 
             "seeds": {**summary, "difference": summary["a"]["mean"] - summary["b"]["mean"],
                       "welch_t": float(welch.statistic), "welch_p": float(welch.pvalue)},
             "pooled": pool, "per_seed": per_seed}
+
+
+def result_line(result: dict, experiment: str, dataset: str, command: str, commit: str | None, wall_s: float,
+                paper_value: float | None = None) -> dict:
+    """The ``results.jsonl`` line of a comparison: ``value`` is the difference A - B of the metric (of the seeds'
+    means with ``--seeds``), with its p-values and interval beside it."""
+    line = {"experiment": experiment, "dataset": dataset, "split": result["split"],
+            "metric": f"{result['metric']}_difference"}
+    if "seeds" in result:  # compare_seeds
+        seeds, pool = result["seeds"], result["pooled"]
+        line.update(value=round(seeds["difference"], 6), paper_value=paper_value, commit=commit, command=command,
+                    wall_s=round(wall_s, 1), seeds=list(range(1, len(seeds["a"]["values"]) + 1)),
+                    a=[round(v, 6) for v in seeds["a"]["values"]], b=[round(v, 6) for v in seeds["b"]["values"]],
+                    mean_a=round(seeds["a"]["mean"], 6), std_a=round(seeds["a"]["std"], 6),
+                    mean_b=round(seeds["b"]["mean"], 6), std_b=round(seeds["b"]["std"], 6),
+                    welch_p=round(seeds["welch_p"], 6), pooled_p_value=round(pool["p_value"], 6),
+                    pooled_ci_95=[round(pool["ci_low"], 6), round(pool["ci_high"], 6)],
+                    per_seed_p_values=[round(r["p_value"], 6) for r in result["per_seed"]])
+    else:
+        line.update(value=round(result["difference"], 6), paper_value=paper_value, commit=commit, command=command,
+                    wall_s=round(wall_s, 1), a=round(result["a"], 6), b=round(result["b"], 6),
+                    p_value=round(result["p_value"], 6), ci_95=[round(result["ci_low"], 6), round(result["ci_high"], 6)])
+    return line
