@@ -54,10 +54,13 @@ class Check:
         return f"python {self.args}" if self.script else f"memread bench {self.args}"
 
     def met(self, ratios: list[float]) -> str:
+        """Judged on the median of the runs, as the issues ask ("medians of three runs"); how many runs were
+        at the target is said beside it when not all were."""
         if self.target is None:
             return "-"
         above = sum(r >= self.target for r in ratios)
-        return "yes" if above == len(ratios) else f"no ({above} of {len(ratios)} runs)" if above else "no"
+        verdict = "yes" if statistics.median(ratios) >= self.target else "no"
+        return verdict if above in (0, len(ratios)) else f"{verdict} ({above} of {len(ratios)} runs at the target)"
 
 
 LM = "--batch 64 --steps 20 --emb 300 --hidden 300 --vocab 10000"  # the Daniluk LMs, whole model, matched
