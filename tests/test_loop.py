@@ -194,6 +194,9 @@ def test_sigkill_mid_epoch_then_resume_equals_uninterrupted(tmp_path):
     for a, b in zip(train_full, train_resumed):
         assert a["loss"] == pytest.approx(b["loss"], rel=1e-6, abs=1e-7), f"step {a['step']}"
     assert [r["ppl"] for r in records(killed, "valid")] == pytest.approx([r["ppl"] for r in records(full, "valid")], rel=1e-6)
+    # the tokens the run trained on, counted across the kill and the resume as without them
+    tokens = [load_checkpoint(run / "checkpoint_last.pt")["loop"]["tokens_trained"] for run in (full, killed)]
+    assert tokens[0] == tokens[1] > n_steps
 
 
 def test_checkpoints_are_atomic_and_load_without_pickled_code(tmp_path):
@@ -204,6 +207,9 @@ def test_checkpoints_are_atomic_and_load_without_pickled_code(tmp_path):
     assert not [f for f in files if f.endswith(".tmp")]
     payload = load_checkpoint(tmp_path / "run" / "checkpoint_last.pt")  # weights_only=True inside
     assert payload["loop"]["global_step"] == 6 and payload["loop"]["finished"] is True
+    # what the run cost: every training token of its 6 batches
+    assert payload["loop"]["tokens_trained"] == sum(trainer.task.tokens_in(b) for b in
+                                                   list(trainer.task.batches("train", 8, 0, trainer.cfg.train.seed))[:6])
 
     evil = tmp_path / "evil.pt"
     torch.save({"format": "memread-checkpoint-v1", "obj": ExperimentConfig(data=None, reader=None, head=None, criterion=None)}, evil)

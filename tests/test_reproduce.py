@@ -232,7 +232,7 @@ def test_reproduce_two_seeds_appends_the_mean_and_each_seed(tiny, capsys):
         assert mean["commit"] == commit
         assert mean["command"].startswith(f"memread reproduce {row.id} --seeds 2")
         assert "--set train.seed=2" in two["command"] and "train.max_steps=3" in two["command"]
-        assert isinstance(mean["wall_s"], float) and "3 steps" in mean["budget"]
+        assert isinstance(mean["wall_s"], float) and re.search(r"^3 steps, [\d,]+ tokens \(", mean["budget"])
     printed = [json.loads(x) for x in out.splitlines()]
     assert printed == [r for r in lines if "seed" not in r]
     # the table takes them: the mean line, for the row and for its valid sibling

@@ -809,7 +809,8 @@ def _budget(loop: dict, cfg: Any) -> str:
     steps, stopped = loop.get("global_step"), loop.get("stopped")
     cap = f"max_steps {T.max_steps}, " if T.max_steps else ""
     epoch = int(loop.get("epoch", 0)) + 1
-    return f"{steps} steps (epoch {epoch} of {T.epochs}; {cap}stopped: {stopped or 'not finished'})"
+    tokens = f", {loop['tokens_trained']:,} tokens" if loop.get("tokens_trained") else ""
+    return f"{steps} steps{tokens} (epoch {epoch} of {T.epochs}; {cap}stopped: {stopped or 'not finished'})"
 
 
 def _mean_std(values: list[float]) -> tuple[float, float | None]:

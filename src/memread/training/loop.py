@@ -172,6 +172,7 @@ class Trainer:
         self.stopped: str | None = None  # why a finished run stopped: "epochs", "max_steps" or "early"
         self.carry: Any = None
         self.first_loss: float | None = None  # the first step's loss: the scale of train.divergence
+        self.tokens_trained = 0  # this process's training tokens so far, every epoch (what a run cost)
         self.running = self._fresh_running()  # sums since the last train record (saved: a resume logs the same)
         self.log = MetricsLog(self.run_dir / "metrics.jsonl", T.tensorboard, enabled=self.where.main)
         self._config_pending = payload is not None and payload["config"] != cfg.to_json()
@@ -198,6 +199,7 @@ class Trainer:
         """What each process alone knows: its random states, the state it carries, its running sums."""
         carry = to_device(self.carry, torch.device("cpu"))
         return {"rng": rng_state(self.device), "running": {**self.running, "seconds": self.running["seconds"] + self._since_resume()},
+                "tokens_trained": self.tokens_trained,
                 "carry": {"structure": json.dumps(state_structure(carry)), "tensors": flatten_state(carry)}}
 
     def _payload(self) -> dict:
@@ -216,6 +218,7 @@ class Trainer:
                 "stopped": self.stopped,
                 "schedule": self.schedule.state_dict(),
                 "first_loss": self.first_loss,
+                "tokens_trained": sum(p["tokens_trained"] for p in processes),  # every process's
                 "running": main["running"],
             },
             "rng": main["rng"]["cpu"],
@@ -275,8 +278,10 @@ class Trainer:
             own = payload["processes"][self.where.rank]
         else:
             own = {"rng": {"cpu": payload["rng"], **({"cuda": payload["rng_cuda"]} if "rng_cuda" in payload else {})},
-                   "carry": payload["carry"], "running": loop.get("running", {})}
+                   "carry": payload["carry"], "running": loop.get("running", {}),
+                   "tokens_trained": loop.get("tokens_trained", 0)}
         self.running = {**self._fresh_running(), **own.get("running", {})}
+        self.tokens_trained = own.get("tokens_trained", 0)  # 0 in checkpoints from before it was counted
         set_rng_state(own["rng"], self.device)
         carry = own["carry"]
         self.carry = to_device(unflatten_state(json.loads(carry["structure"]), carry["tensors"]), self.device)
@@ -454,7 +459,9 @@ class Trainer:
                 r["loss_n"] += 1
                 for k, v in out.stats.items():
                     r["stats"][k] = r["stats"].get(k, 0.0) + float(v)
-                r["tokens"] += self.task.tokens_in(batch)
+                tokens = self.task.tokens_in(batch)
+                r["tokens"] += tokens
+                self.tokens_trained += tokens
                 bar.update(1)
                 if self.global_step % T.log_every == 0 or i + 1 == n:
                     self._log_train(bar)
