@@ -1,0 +1,181 @@
+"""The papers' claims of issue 23, each as the `memread reproduce` rows it compares, their seeds and recipe, and
+the paired comparisons that decide it: one command starts a claim's runs on both cores, then records them.
+
+    python scripts/claims.py list                       every claim: rows, seeds, estimated core-minutes
+    python scripts/claims.py plan wikiqa [--jobs 2]     the shell commands a run would execute
+    nohup python scripts/claims.py run wikiqa > logs/claim-wikiqa.log 2>&1 &
+
+`run` trains every (row, seed) with `memread train` into ``runs/reproduce/ROW/seedS`` (what `memread reproduce`
+reads), spread over ``--jobs`` single-thread queues balanced by the estimated minutes (longest first); a
+killed claim resumes its runs where they stopped (`memread train --resume`). Then `memread reproduce ROW
+--seeds N` records each row (it finds the finished runs and only evaluates) and `memread compare ROOT_A
+ROOT_B --seeds N --record claim-CLAIM-NAME` the claim's comparisons, all in ``results/results.jsonl``. A claim
+whose recipe changes the paper's model (WikiQA at 1 x 300 for both readers) keeps its runs in
+``runs/claims/NAME/`` and records only its comparisons (with each seed's value and the means and stds).
+
+The minutes are this machine's (Intel Xeon, one thread each, two jobs side by side), measured in session 14
+(SST) and session 12 (WikiQA, before the compiled NSE loop: an upper bound). Run folders do not outlive a
+session here: choose claims whose longest queue fits in what is left of it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shlex
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "src"))
+
+from memread.tools.reproduce import find_row  # noqa: E402
+
+RUN_ROOT = Path("runs/reproduce")
+SST = ["train.epochs=15", "train.patience=3"]  # to early stopping on valid (one evaluation an epoch)
+NSE_SST = ["train.epochs=4", "train.patience=3", "train.log_every=200"]  # 25 epochs of phrases: 10 min each
+WIKIQA = ["reader.hidden=300", "reader.layers=1", "train.batch_size=32", "train.lr=3e-4", "train.epochs=8",
+          "train.evals_per_epoch=2", "train.patience=4"]  # both readers 1 x 300, to early stopping
+
+
+@dataclass(frozen=True)
+class Claim:
+    name: str
+    says: str  # the claim, as the paper makes it
+    rows: dict[str, float]  # row id -> estimated minutes a seed, one thread
+    compare: list[tuple[str, str, str]]  # (A, B, name): A - B is recorded as experiment "claim-NAME"
+    seeds: int = 3
+    sets: dict[str, list[str]] = field(default_factory=dict)  # row id -> overrides (every row: "*")
+    # False where the overrides change the model from the paper's row (sizes): the runs then live in
+    # runs/claims/NAME/ and only the comparisons are recorded, not numbers under the paper's row ids
+    paper_setup: bool = True
+
+    def overrides(self, row: str) -> list[str]:
+        return ["train.progress=false", *self.sets.get("*", []), *self.sets.get(row, [])]
+
+    @property
+    def root(self) -> Path:
+        return RUN_ROOT if self.paper_setup else Path("runs/claims") / self.name
+
+
+CLAIMS = {c.name: c for c in (
+    Claim("sst-binary", "LSTMN > LSTM (86.3 vs 84.9) and NSE 89.7 on SST binary (LSTMN Table 2, NSE Table 3)",
+          {"lstmn-t2-sst-binary-lstm": 4, "lstmn-t2-sst-binary-lstmn": 4, "nse-t3-sst-binary-nse": 40},
+          [("lstmn-t2-sst-binary-lstmn", "lstmn-t2-sst-binary-lstm", "lstmn-vs-lstm"),
+           ("nse-t3-sst-binary-nse", "lstmn-t2-sst-binary-lstm", "nse-vs-lstm"),
+           ("nse-t3-sst-binary-nse", "lstmn-t2-sst-binary-lstmn", "nse-vs-lstmn")],
+          sets={"lstmn-t2-sst-binary-lstm": SST, "lstmn-t2-sst-binary-lstmn": SST, "nse-t3-sst-binary-nse": NSE_SST}),
+    Claim("sst-fine", "LSTMN > LSTM (47.6 vs 46.4) on SST fine-grained (LSTMN Table 2)",
+          {"lstmn-t2-sst-fine-lstm": 8, "lstmn-t2-sst-fine-lstmn": 12},
+          [("lstmn-t2-sst-fine-lstmn", "lstmn-t2-sst-fine-lstm", "lstmn-vs-lstm")], sets={"*": SST}),
+    Claim("sst-binary-2layer", "2-layer LSTMN > 2-layer LSTM (87.0 vs 86.3) on SST binary (LSTMN Table 2)",
+          {"lstmn-t2-sst-binary-lstm-2layer": 6, "lstmn-t2-sst-binary-lstmn-2layer": 8},
+          [("lstmn-t2-sst-binary-lstmn-2layer", "lstmn-t2-sst-binary-lstm-2layer", "lstmn-vs-lstm")], sets={"*": SST}),
+    Claim("wikiqa", "MMA-NSE attention > LSTM on WikiQA, MAP 0.6811 vs 0.6552 (NSE Table 2), equal 1 x 300 readers",
+          {"nse-t2-wikiqa-mma-nse-attention": 50, "nse-t2-wikiqa-lstm-3layer": 6},
+          [("nse-t2-wikiqa-mma-nse-attention", "nse-t2-wikiqa-lstm-3layer", "mma-nse-vs-lstm-1x300")],
+          sets={"*": WIKIQA}, paper_setup=False),
+)}
+
+
+def train_command(claim: Claim, row: str, seed: int) -> list[str]:
+    config = find_row(row).config
+    run_dir = claim.root / row / f"seed{seed}"
+    sets = [x for o in [*claim.overrides(row), f"train.seed={seed}"] for x in ("--set", o)]
+    if (run_dir / "checkpoint_last.pt").exists():  # a killed claim goes on where it stopped
+        return ["memread", "train", "--resume", str(run_dir)]
+    return ["memread", "train", str(config), "--run-dir", str(run_dir), *sets]
+
+
+def queues(claim: Claim, jobs: int) -> list[list[tuple[str, int]]]:
+    """(row, seed) pairs in ``jobs`` queues, longest first onto the least loaded queue."""
+    work = sorted(((row, s) for row in claim.rows for s in range(1, claim.seeds + 1)), key=lambda w: -claim.rows[w[0]])
+    out: list[list[tuple[str, int]]] = [[] for _ in range(jobs)]
+    load = [0.0] * jobs
+    for row, s in work:
+        j = load.index(min(load))
+        out[j].append((row, s))
+        load[j] += claim.rows[row]
+    return out
+
+
+def finish_commands(claim: Claim) -> list[list[str]]:
+    cmds = []
+    for row in claim.rows if claim.paper_setup else ():
+        sets = [x for o in claim.overrides(row) for x in ("--set", o)]
+        cmds.append(["memread", "reproduce", row, "--seeds", str(claim.seeds), "--run-root", str(RUN_ROOT), *sets])
+    for a, b, name in claim.compare:
+        cmds.append(["memread", "compare", str(claim.root / a), str(claim.root / b), "--seeds", str(claim.seeds),
+                     "--record", f"claim-{claim.name}-{name}"])
+    return cmds
+
+
+def plan(claim: Claim, jobs: int) -> str:
+    lines = [f"# {claim.name}: {claim.says}"]
+    for j, q in enumerate(queues(claim, jobs)):
+        minutes = sum(claim.rows[row] for row, _ in q)
+        lines.append(f"# queue {j + 1} (~{minutes:.0f} min):")
+        lines += [shlex.join(train_command(claim, row, s)) for row, s in q]
+    lines.append("# then:")
+    lines += [shlex.join(c) for c in finish_commands(claim)]
+    return "\n".join(lines)
+
+
+def run(claim: Claim, jobs: int) -> int:
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    failed: list[str] = []
+
+    def work(q: list[tuple[str, int]], j: int) -> None:
+        for row, s in q:
+            cmd = train_command(claim, row, s)
+            print(f"[queue {j + 1}] {time.strftime('%H:%M:%S')} {shlex.join(cmd)}", flush=True)
+            done = subprocess.run(cmd, env=env, cwd=REPO, capture_output=True, text=True)
+            if done.returncode != 0:
+                failed.append(f"{row} seed {s}: {done.stderr.strip().splitlines()[-1:]}")
+
+    threads = [threading.Thread(target=work, args=(q, j)) for j, q in enumerate(queues(claim, jobs))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    if failed:
+        print("failed:\n" + "\n".join(failed), file=sys.stderr)
+        return 1
+    for cmd in finish_commands(claim):
+        print(f"{time.strftime('%H:%M:%S')} {shlex.join(cmd)}", flush=True)
+        done = subprocess.run(cmd, env=env, cwd=REPO, capture_output=True, text=True)
+        print(done.stdout.strip()[-2000:], flush=True)
+        if done.returncode != 0:
+            print(done.stderr.strip()[-2000:], file=sys.stderr)
+            return 1
+    return 0
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("verb", choices=["list", "plan", "run"])
+    ap.add_argument("claim", nargs="?", choices=sorted(CLAIMS))
+    ap.add_argument("--jobs", type=int, default=2, help="single-thread queues side by side (default 2)")
+    args = ap.parse_args()
+    if args.verb == "list":
+        for c in CLAIMS.values():
+            total = sum(c.rows.values()) * c.seeds
+            longest = max(sum(c.rows[r] for r, _ in q) for q in queues(c, args.jobs))
+            cost = f"{c.seeds} seeds, ~{total:.0f} core-min, ~{longest:.0f} min on {args.jobs} cores"
+            print(f"{c.name:18s} {cost}: {c.says}")
+        return 0
+    if args.claim is None:
+        ap.error(f"{args.verb} needs a claim: {', '.join(sorted(CLAIMS))}")
+    claim = CLAIMS[args.claim]
+    if args.verb == "plan":
+        print(plan(claim, args.jobs))
+        return 0
+    return run(claim, args.jobs)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
