@@ -3,7 +3,8 @@ outputs and the same gradients (of the input, the shared memories and every para
 kept every C steps as with every step, in float64 with right padding, shared memories, two layers and a
 dropout keep-mask, on the compiled loop and on the Python one; segments that do not divide T; the
 segments' backward passes really recompute (the loop runs twice per segment); and the saved memory is
-smaller. The compiled loop's initial write states and their gradients are checked against autograd."""
+smaller. The loops' initial write states (compiled and ``_NSELoop``) and their gradients are checked against
+autograd."""
 
 from __future__ import annotations
 
@@ -73,11 +74,13 @@ def test_segments_only_in_training_with_gradients(monkeypatch):
     assert calls == [1]
 
 
-def test_compiled_initial_states_and_their_gradients_match_autograd():
-    """``_NSECompiledLoop`` started from given write states h0, c0 equals ``_autograd_loop`` started from them,
-    outputs, final states and every gradient, h0 and c0 included (float64, padding, two layers, a shared
-    memory)."""
-    needs_kernels()
+@pytest.mark.parametrize("loop", ["_NSECompiledLoop", "_NSELoop"])
+def test_initial_states_and_their_gradients_match_autograd(loop):
+    """``_NSECompiledLoop`` and ``_NSELoop`` started from given write states h0, c0 equal ``_autograd_loop``
+    started from them: outputs, final states and every gradient, h0 and c0 included (float64, padding, two
+    layers, a shared memory)."""
+    if loop == "_NSECompiledLoop":
+        needs_kernels()
     torch.manual_seed(0)
     B, T, k, L, n = 3, 5, K, 2, 1
     N = (2 + n) * k
@@ -102,7 +105,7 @@ def test_compiled_initial_states_and_their_gradients_match_autograd():
         loss = sum((t * torch.randn(t.shape, generator=g, dtype=dt)).sum() for t in [h, MT, M1T, *final])
         return [h, z, MT, M1T, z1, *final], torch.autograd.grad(loss, ins)
 
-    compiled = outputs(lambda o_, c_, h_, cc_, M0_, M1_, w_: nse_module._NSECompiledLoop.apply(
+    compiled = outputs(lambda o_, c_, h_, cc_, M0_, M1_, w_: getattr(nse_module, loop).apply(
         o_, c_, None, mask, [mask, m1], L, True, h_, cc_, M0_, M1_, *w_))
     autograd = outputs(lambda o_, c_, h_, cc_, M0_, M1_, w_: nse_module._autograd_loop(
         o_, c_, None, [mask, m1], L, M0_, M1_, *w_, live=mask, h0=h_, c0=cc_, states=True))

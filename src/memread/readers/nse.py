@@ -87,8 +87,8 @@ long documents (2,000 tokens at batch 32 and k = 100: 51 GB) ``checkpoint_steps 
 segments of C steps under ``torch.utils.checkpoint`` (``_segmented_loop``): the forward pass keeps only each
 segment's first memories and write-LSTM states, the backward pass recomputes a segment keeping its C + 1
 memories, so (T / C + C + 1) memories are kept, about 2 sqrt(T) at C = sqrt(T), for one more forward pass.
-The compiled loop takes the write LSTM's initial states and returns their gradients for this; elsewhere the
-segments run ``_autograd_loop``. Same numbers, in training only (without gradients nothing is kept anyway).
+Both fast loops (the compiled one and ``_NSELoop``, the path on other devices) take the write LSTM's initial
+states and return their gradients for this (``_autograd_loop`` too, with ``USE_FUNCTION = False``). Same numbers, in training only (without gradients nothing is kept anyway).
 
 **Autocast.** Under ``torch.autocast`` the read LSTM and the ``W_c^o o_t`` part run in the autocast
 dtype and the time loop (either one) in float32, on float32 inputs with autocast off
@@ -247,7 +247,7 @@ def _fast_loop(o, c_o, keep, masks, layers, M0, *rest):
     """The fast path: the compiled loop where it runs (decided here, after ``in_float32``), else ``_NSELoop``."""
     if _compiled_kernels(o) is not None:
         return _NSECompiledLoop.apply(o, c_o, keep, masks[0], masks, layers, False, None, None, M0, *rest)
-    return _NSELoop.apply(o, c_o, keep, masks, layers, M0, *rest)
+    return _NSELoop.apply(o, c_o, keep, masks[0], masks, layers, False, None, None, M0, *rest)
 
 
 def _keys(M: Tensor, o_t: Tensor, mask: Tensor, live: Tensor) -> Tensor:
@@ -300,9 +300,10 @@ def _autograd_loop(o, c_o, keep, masks, layers, M0, *rest, live=None, h0=None, c
 def _segment(o, c_o, keep, live, masks, layers, h0, c0, M0, *rest):
     """One segment of the time loop, going on from the write LSTM's states ``h0``, ``c0`` (layers, B, k) and
     the memories ``M0``, ``M0^n`` ..: the loop's outputs, then the final ``h^l`` and ``c^l`` of every layer."""
-    if _compiled_kernels(o) is not None:
-        return _NSECompiledLoop.apply(o, c_o, keep, live, masks, layers, True, h0, c0, M0, *rest)
-    return _autograd_loop(o, c_o, keep, masks, layers, M0, *rest, live=live, h0=h0, c0=c0, states=True)
+    if not USE_FUNCTION:
+        return _autograd_loop(o, c_o, keep, masks, layers, M0, *rest, live=live, h0=h0, c0=c0, states=True)
+    loop = _NSECompiledLoop if _compiled_kernels(o) is not None else _NSELoop
+    return loop.apply(o, c_o, keep, live, masks, layers, True, h0, c0, M0, *rest)
 
 
 def _segmented_loop(steps, o, c_o, keep, masks, layers, M0, *rest):
@@ -330,10 +331,11 @@ def _segmented_loop(steps, o, c_o, keep, masks, layers, M0, *rest):
 
 class _NSELoop(torch.autograd.Function):
     """The time loop with a hand-written backward pass: no autograd graph per step, every buffer
-    preallocated (time-major), and the weight gradients summed over all steps in one matmul each."""
+    preallocated (time-major), and the weight gradients summed over all steps in one matmul each.
+    Arguments and outputs as ``_NSECompiledLoop``'s (``live``, ``states``, ``h0``, ``c0`` included)."""
 
     @staticmethod
-    def forward(ctx, o, c_o, keep, masks, layers, M0, *rest):
+    def forward(ctx, o, c_o, keep, live, masks, layers, states, h0, c0, M0, *rest):
         n = len(masks) - 1
         M0s, (W_cm, *lstm) = [M0, *rest[:n]], rest[n:]
         B, T, k = o.shape
@@ -342,7 +344,7 @@ class _NSELoop(torch.autograd.Function):
         mem = [M.new_empty(steps, B, M.size(1), k) for M in M0s]  # M_t, M_t^n  (steps, B, S, k)
         for buf, M in zip(mem, M0s):
             buf[0] = M
-        live = masks[0].t().to(o.dtype).unsqueeze(2)  # (T, B, 1)
+        live = live.t().to(o.dtype).unsqueeze(2)  # (T, B, 1)
         o_tm = o.transpose(0, 1).contiguous()  # (T, B, k)
         c_tm = c_o.transpose(0, 1)  # (T, B, N)
         keep_tm = None if keep is None else keep.transpose(0, 1)
@@ -350,8 +352,12 @@ class _NSELoop(torch.autograd.Function):
         reads = o.new_empty(T, B, (n + 1) * k)  # [m_{r,t}; m_{r,t}^n ..]  (3), (11)
         c_in = o.new_empty(T, B, c_o.size(2))  # the write LSTM's input: c_t after dropout
         gates = o.new_empty(layers, T, B, 4 * k)  # activated gates
-        cells = o.new_zeros(layers, T + 1, B, k)  # c^l_t, index 0 = the zero initial state
+        cells = o.new_zeros(layers, T + 1, B, k)  # c^l_t, index 0 = the initial state (zero, or c0)
         hid = o.new_zeros(layers, T + 1, B, k)  # h^l_t
+        if h0 is not None:
+            hid[:, 0] = h0
+        if c0 is not None:
+            cells[:, 0] = c0
         W_cmT = W_cm.t()
         for t in range(T):
             cur, nxt = (t, t + 1) if store else (t % 2, (t + 1) % 2)
@@ -376,13 +382,15 @@ class _NSELoop(torch.autograd.Function):
                 buf[nxt].baddbmm_(z[t].unsqueeze(2), h_t.unsqueeze(1))
         if store:
             ctx.save_for_backward(o_tm, keep_tm, *mem, *z_all, reads, c_in, gates, cells, hid, W_cm, *lstm)
-        ctx.n, ctx.layers = n, layers
+        ctx.n, ctx.layers, ctx.states = n, layers, states
         final = T if store else T % 2
         h = hid[layers - 1, 1:].transpose(0, 1)  # (B, T, k)
         zs = [z.transpose(0, 1) for z in z_all]
         ctx.mark_non_differentiable(*zs)
         ctx.set_materialize_grads(False)
-        return h, zs[0], *(buf[final] for buf in mem), *zs[1:]
+        last = (*(hid[layer, T].clone() for layer in range(layers)),
+                *(cells[layer, T].clone() for layer in range(layers))) if states else ()
+        return h, zs[0], *(buf[final] for buf in mem), *zs[1:], *last
 
     @staticmethod
     @once_differentiable
@@ -393,8 +401,10 @@ class _NSELoop(torch.autograd.Function):
         reads, c_in, gates, cells, hid, W_cm, *lstm = saved[2 * n + 2 :]
         T, B, k = o_tm.shape
         dM = [g.clone() if g is not None else buf.new_zeros(buf.shape[1:]) for g, buf in zip(grads[: n + 1], mem)]
-        dh_rec = [o_tm.new_zeros(B, k) for _ in range(L)]  # d h^l_t from step t + 1's W_hh
-        dc_rec = [o_tm.new_zeros(B, k) for _ in range(L)]  # d c^l_t from step t + 1
+        d_last = grads[2 * n + 1 :] if ctx.states else [None] * (2 * L)  # d of the final h^l, then of c^l
+        # d h^l_t from step t + 1's W_hh, and d c^l_t from step t + 1 (at t = T - 1: from outside)
+        dh_rec = [o_tm.new_zeros(B, k) if d is None else d.clone() for d in d_last[:L]]
+        dc_rec = [o_tm.new_zeros(B, k) if d is None else d.clone() for d in d_last[L:]]
         dgates = o_tm.new_empty(L, T, B, 4 * k)
         dc_all = o_tm.new_empty(T, B, c_in.size(2))  # d c_t (before dropout) = d c_o
         do = o_tm.new_empty(T, B, k)
@@ -446,7 +456,10 @@ class _NSELoop(torch.autograd.Function):
             inp = c_in if layer == 0 else hid[layer - 1, 1:]
             dg = flat(dgates[layer])
             d_weights += [dg.t() @ flat(inp), dg.t() @ flat(hid[layer, :-1]), dg.sum(0)]
-        return (do.transpose(0, 1), dc_all.transpose(0, 1), None, None, None, *dM, *d_weights)
+        # what step 0 passed back: the gradients of the initial states h0, c0
+        dh0 = torch.stack(dh_rec) if ctx.needs_input_grad[7] else None
+        dc0 = torch.stack(dc_rec) if ctx.needs_input_grad[8] else None
+        return (do.transpose(0, 1), dc_all.transpose(0, 1), None, None, None, None, None, dh0, dc0, *dM, *d_weights)
 
 
 class _NSECompiledLoop(torch.autograd.Function):
