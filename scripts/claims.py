@@ -36,76 +36,100 @@ sys.path.insert(0, str(REPO / "src"))
 from memread.tools.reproduce import find_row  # noqa: E402
 
 RUN_ROOT = Path("runs/reproduce")
-SST = ["train.epochs=15", "train.patience=3"]  # to early stopping on valid (one evaluation an epoch)
-NSE_SST = ["train.epochs=4", "train.patience=3", "train.log_every=200"]  # 25 epochs of phrases: 10 min each
-WIKIQA = ["reader.hidden=300", "reader.layers=1", "train.batch_size=32", "train.lr=3e-4", "train.epochs=8",
-          "train.evals_per_epoch=2", "train.patience=4"]  # both readers 1 x 300, to early stopping
+SST = ("train.epochs=15", "train.patience=3")  # to early stopping on valid (one evaluation an epoch)
+NSE_SST = ("train.epochs=4", "train.patience=3", "train.log_every=200")  # 25 epochs of phrases: 10 min each
+WIKIQA = ("reader.hidden=300", "reader.layers=1", "train.batch_size=32", "train.lr=3e-4", "train.epochs=8",
+          "train.evals_per_epoch=2", "train.patience=4")  # both readers 1 x 300, to early stopping
+PTB_PAPER = ("head.dropout=0.0", "train.patience=3")  # LSTMN Table 1's recipe: no dropout; early stopping
+
+
+@dataclass(frozen=True)
+class Run:
+    row: str  # the `memread reproduce` row whose config it trains
+    minutes: float  # estimated minutes a seed, one thread
+    sets: tuple[str, ...] = ()  # overrides
 
 
 @dataclass(frozen=True)
 class Claim:
     name: str
     says: str  # the claim, as the paper makes it
-    rows: dict[str, float]  # row id -> estimated minutes a seed, one thread
-    compare: list[tuple[str, str, str]]  # (A, B, name): A - B is recorded as experiment "claim-NAME"
+    runs: dict[str, Run]  # label -> run (the label is the row id where the claim keeps the paper's setup)
+    compare: list[tuple[str, str, str]]  # (A, B, name): A - B is recorded as experiment "claim-CLAIM-NAME"
     seeds: int = 3
-    sets: dict[str, list[str]] = field(default_factory=dict)  # row id -> overrides (every row: "*")
-    # False where the overrides change the model from the paper's row (sizes): the runs then live in
-    # runs/claims/NAME/ and only the comparisons are recorded, not numbers under the paper's row ids
+    # False where the overrides change the model from the paper's row (sizes, a tape start) or a claim trains
+    # one row twice: the runs then live in runs/claims/CLAIM/LABEL/ and only the comparisons are recorded
+    # (each with its seeds' values, means and stds), never numbers under the paper's row ids
     paper_setup: bool = True
 
-    def overrides(self, row: str) -> list[str]:
-        return ["train.progress=false", *self.sets.get("*", []), *self.sets.get(row, [])]
+    def overrides(self, label: str) -> list[str]:
+        return ["train.progress=false", *self.runs[label].sets]
 
     @property
     def root(self) -> Path:
         return RUN_ROOT if self.paper_setup else Path("runs/claims") / self.name
 
 
+def _rows(sets: tuple[str, ...], **minutes: float) -> dict[str, Run]:
+    return {row.replace("_", "-"): Run(row.replace("_", "-"), m, sets) for row, m in minutes.items()}
+
+
 CLAIMS = {c.name: c for c in (
     Claim("sst-binary", "LSTMN > LSTM (86.3 vs 84.9) and NSE 89.7 on SST binary (LSTMN Table 2, NSE Table 3)",
-          {"lstmn-t2-sst-binary-lstm": 4, "lstmn-t2-sst-binary-lstmn": 4, "nse-t3-sst-binary-nse": 40},
+          {**_rows(SST, lstmn_t2_sst_binary_lstm=4, lstmn_t2_sst_binary_lstmn=4),
+           **_rows(NSE_SST, nse_t3_sst_binary_nse=40)},
           [("lstmn-t2-sst-binary-lstmn", "lstmn-t2-sst-binary-lstm", "lstmn-vs-lstm"),
            ("nse-t3-sst-binary-nse", "lstmn-t2-sst-binary-lstm", "nse-vs-lstm"),
-           ("nse-t3-sst-binary-nse", "lstmn-t2-sst-binary-lstmn", "nse-vs-lstmn")],
-          sets={"lstmn-t2-sst-binary-lstm": SST, "lstmn-t2-sst-binary-lstmn": SST, "nse-t3-sst-binary-nse": NSE_SST}),
+           ("nse-t3-sst-binary-nse", "lstmn-t2-sst-binary-lstmn", "nse-vs-lstmn")]),
     Claim("sst-fine", "LSTMN > LSTM (47.6 vs 46.4) on SST fine-grained (LSTMN Table 2)",
-          {"lstmn-t2-sst-fine-lstm": 8, "lstmn-t2-sst-fine-lstmn": 12},
-          [("lstmn-t2-sst-fine-lstmn", "lstmn-t2-sst-fine-lstm", "lstmn-vs-lstm")], sets={"*": SST}),
+          _rows(SST, lstmn_t2_sst_fine_lstm=8, lstmn_t2_sst_fine_lstmn=12),
+          [("lstmn-t2-sst-fine-lstmn", "lstmn-t2-sst-fine-lstm", "lstmn-vs-lstm")]),
     Claim("sst-binary-2layer", "2-layer LSTMN > 2-layer LSTM (87.0 vs 86.3) on SST binary (LSTMN Table 2)",
-          {"lstmn-t2-sst-binary-lstm-2layer": 6, "lstmn-t2-sst-binary-lstmn-2layer": 8},
-          [("lstmn-t2-sst-binary-lstmn-2layer", "lstmn-t2-sst-binary-lstm-2layer", "lstmn-vs-lstm")], sets={"*": SST}),
+          _rows(SST, lstmn_t2_sst_binary_lstm_2layer=6, lstmn_t2_sst_binary_lstmn_2layer=8),
+          [("lstmn-t2-sst-binary-lstmn-2layer", "lstmn-t2-sst-binary-lstm-2layer", "lstmn-vs-lstm")]),
     Claim("wikiqa", "MMA-NSE attention > LSTM on WikiQA, MAP 0.6811 vs 0.6552 (NSE Table 2), equal 1 x 300 readers",
-          {"nse-t2-wikiqa-mma-nse-attention": 50, "nse-t2-wikiqa-lstm-3layer": 6},
-          [("nse-t2-wikiqa-mma-nse-attention", "nse-t2-wikiqa-lstm-3layer", "mma-nse-vs-lstm-1x300")],
-          sets={"*": WIKIQA}, paper_setup=False),
+          {"mma-nse-attention": Run("nse-t2-wikiqa-mma-nse-attention", 50, WIKIQA),
+           "lstm": Run("nse-t2-wikiqa-lstm-3layer", 6, WIKIQA)},
+          [("mma-nse-attention", "lstm", "mma-nse-vs-lstm-1x300")], paper_setup=False),
+    # "the whole tape": over PTB's continuous stream an unbounded tape grows with the stream (refused past
+    # MAX_UNBOUNDED_TAPE slots), so the tape is a BPTT segment's length, 35, as in session 7's run. Minutes
+    # from 60-step timings beside two training jobs (LSTMN 1,700 tokens/s, LSTM 2,400), about 12 epochs each
+    Claim("ptb-lstmn-1layer", "LSTMN < LSTM on PTB, 108 vs 115 test ppl (LSTMN Table 1), the paper's recipe (no "
+          "dropout), a tape of 35, both tape starts; one seed (each run takes about an hour)",
+          {"lstmn-empty": Run("lstmn-t1-lstmn", 80, (*PTB_PAPER, "reader.span=35", 'reader.tape_start="empty"')),
+           "lstmn-zero-slot": Run("lstmn-t1-lstmn", 80, (*PTB_PAPER, "reader.span=35",
+                                                         'reader.tape_start="zero_slot"')),
+           "lstm": Run("lstmn-t1-lstm", 55, PTB_PAPER)},
+          [("lstmn-empty", "lstm", "lstmn-empty-vs-lstm"), ("lstmn-zero-slot", "lstm", "lstmn-zero-slot-vs-lstm"),
+           ("lstmn-empty", "lstmn-zero-slot", "empty-vs-zero-slot")], seeds=1, paper_setup=False),
 )}
 
 
-def train_command(claim: Claim, row: str, seed: int) -> list[str]:
-    config = find_row(row).config
-    run_dir = claim.root / row / f"seed{seed}"
-    sets = [x for o in [*claim.overrides(row), f"train.seed={seed}"] for x in ("--set", o)]
+def train_command(claim: Claim, label: str, seed: int) -> list[str]:
+    config = find_row(claim.runs[label].row).config
+    run_dir = claim.root / label / f"seed{seed}"
+    sets = [x for o in [*claim.overrides(label), f"train.seed={seed}"] for x in ("--set", o)]
     if (run_dir / "checkpoint_last.pt").exists():  # a killed claim goes on where it stopped
         return ["memread", "train", "--resume", str(run_dir)]
     return ["memread", "train", str(config), "--run-dir", str(run_dir), *sets]
 
 
 def queues(claim: Claim, jobs: int) -> list[list[tuple[str, int]]]:
-    """(row, seed) pairs in ``jobs`` queues, longest first onto the least loaded queue."""
-    work = sorted(((row, s) for row in claim.rows for s in range(1, claim.seeds + 1)), key=lambda w: -claim.rows[w[0]])
+    """(label, seed) pairs in ``jobs`` queues, longest first onto the least loaded queue."""
+    work = sorted(((label, s) for label in claim.runs for s in range(1, claim.seeds + 1)),
+                  key=lambda w: -claim.runs[w[0]].minutes)
     out: list[list[tuple[str, int]]] = [[] for _ in range(jobs)]
     load = [0.0] * jobs
     for row, s in work:
         j = load.index(min(load))
         out[j].append((row, s))
-        load[j] += claim.rows[row]
+        load[j] += claim.runs[row].minutes
     return out
 
 
 def finish_commands(claim: Claim) -> list[list[str]]:
     cmds = []
-    for row in claim.rows if claim.paper_setup else ():
+    for row in claim.runs if claim.paper_setup else ():
         sets = [x for o in claim.overrides(row) for x in ("--set", o)]
         cmds.append(["memread", "reproduce", row, "--seeds", str(claim.seeds), "--run-root", str(RUN_ROOT), *sets])
     for a, b, name in claim.compare:
@@ -117,7 +141,7 @@ def finish_commands(claim: Claim) -> list[list[str]]:
 def plan(claim: Claim, jobs: int) -> str:
     lines = [f"# {claim.name}: {claim.says}"]
     for j, q in enumerate(queues(claim, jobs)):
-        minutes = sum(claim.rows[row] for row, _ in q)
+        minutes = sum(claim.runs[label].minutes for label, _ in q)
         lines.append(f"# queue {j + 1} (~{minutes:.0f} min):")
         lines += [shlex.join(train_command(claim, row, s)) for row, s in q]
     lines.append("# then:")
@@ -163,8 +187,8 @@ def main() -> int:
     args = ap.parse_args()
     if args.verb == "list":
         for c in CLAIMS.values():
-            total = sum(c.rows.values()) * c.seeds
-            longest = max(sum(c.rows[r] for r, _ in q) for q in queues(c, args.jobs))
+            total = sum(r.minutes for r in c.runs.values()) * c.seeds
+            longest = max(sum(c.runs[label].minutes for label, _ in q) for q in queues(c, args.jobs))
             cost = f"{c.seeds} seeds, ~{total:.0f} core-min, ~{longest:.0f} min on {args.jobs} cores"
             print(f"{c.name:18s} {cost}: {c.says}")
         return 0
