@@ -149,6 +149,11 @@ def test_best_recorded_picks_the_best_line_of_the_row():
     acc = replace(ACC, experiments=("a",))
     two = [{"experiment": "a", "split": "test", "metric": "accuracy", "value": v} for v in (70.0, 75.0, 72.0)]
     assert best_recorded(acc, two, [acc]).value == 75.0  # higher is better for accuracy
+    # a mean over seeds stands before any single run, however lucky
+    mean = {"experiment": "a", "split": "test", "metric": "accuracy", "value": 71.0, "seeds": [1, 2, 3], "std": 1.5}
+    got = best_recorded(acc, [*two, mean], [acc])
+    assert (got.value, got.seeds, got.std) == (71.0, (1, 2, 3), 1.5)
+    assert best_recorded(acc, [mean, {**mean, "value": 73.0, "seeds": [1, 2]}], [acc]).value == 73.0
     # lines appended under the row's own id count; dataset_match narrows only the named experiments
     own = {"experiment": "t-ppl", "split": "test", "metric": "ppl", "value": 105.0, "dataset": "d"}
     narrowed = replace(row, dataset_match="cloze NE ")

@@ -536,12 +536,14 @@ def best_recorded(row: Row, results: Iterable[dict], table: Sequence[Row] | None
     The lines considered: those of the row's ``experiments`` (restricted to ``dataset_match`` where the row sets
     it) and those ``memread reproduce`` appended under the id of the row or of a sibling (:func:`siblings`).
     A line with a ``seed`` key is one seed of a ``memread reproduce`` run, whose mean line stands for it, so it is
-    skipped. Best is the highest value (the lowest for perplexity and MSE); a tie goes to the later line. The
-    std is the line's ``std``, else the sample std of its ``per_seed`` values when there are several.
+    skipped. A mean over several seeds comes first (one seed's number may be a lucky draw, and the claims are
+    judged on means); among lines with or among lines without several seeds, best is the highest value (the
+    lowest for perplexity and MSE); a tie goes to the later line. The std is the line's ``std``, else the sample
+    std of its ``per_seed`` values when there are several.
     """
     named = set(row.experiments)
     own = {r.id for r in siblings(row, table)}
-    best: tuple[float, dict] | None = None
+    best: tuple[tuple[bool, float], dict] | None = None
     for rec in results:
         exp = rec.get("experiment")
         if exp not in named and exp not in own:
@@ -553,7 +555,9 @@ def best_recorded(row: Row, results: Iterable[dict], table: Sequence[Row] | None
         value = rec.get("value")
         if not _number(value):
             continue
-        key = value if row.higher_is_better else -value
+        seeds = rec.get("seeds")
+        several = isinstance(seeds, list) and len(seeds) >= 2
+        key = (several, value if row.higher_is_better else -value)
         if best is None or key >= best[0]:
             best = (key, rec)
     if best is None:
