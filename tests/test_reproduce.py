@@ -319,3 +319,15 @@ def test_reproduction_md_is_current():
     committed = (REPO / "results" / "REPRODUCTION.md").read_text(encoding="utf-8")
     assert committed == render_markdown(reproduce.rows(), recorded()), \
         "results/REPRODUCTION.md is stale: run memread reproduce list --markdown > results/REPRODUCTION.md"
+
+
+def test_the_budget_of_a_run_that_used_up_its_epochs_names_its_last_epoch():
+    from types import SimpleNamespace
+
+    from memread.tools.reproduce import _budget
+
+    cfg = SimpleNamespace(train=SimpleNamespace(epochs=4, max_steps=0))
+    done = _budget({"global_step": 6176, "epoch": 4, "stopped": "epochs", "tokens_trained": 1000}, cfg)
+    assert done == "6176 steps, 1,000 tokens (epoch 4 of 4; stopped: epochs)"
+    early = _budget({"global_step": 10, "epoch": 1, "stopped": "early"}, cfg)
+    assert early == "10 steps (epoch 2 of 4; stopped: early)"

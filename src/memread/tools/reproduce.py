@@ -812,7 +812,7 @@ def _budget(loop: dict, cfg: Any) -> str:
     T = cfg.train
     steps, stopped = loop.get("global_step"), loop.get("stopped")
     cap = f"max_steps {T.max_steps}, " if T.max_steps else ""
-    epoch = int(loop.get("epoch", 0)) + 1
+    epoch = min(int(loop.get("epoch", 0)) + 1, T.epochs)  # a run that used up its epochs stands past the last
     tokens = f", {loop['tokens_trained']:,} tokens" if loop.get("tokens_trained") else ""
     return f"{steps} steps{tokens} (epoch {epoch} of {T.epochs}; {cap}stopped: {stopped or 'not finished'})"
 
