@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shlex
 import sys
 import time
 from pathlib import Path
@@ -245,7 +246,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
         from memread.tools.reproduce import append_lines, git_commit, results_path
 
         first = Path(args.run_a) / "seed1" if args.seeds else Path(args.run_a)
-        command = " ".join(["memread compare", *sys.argv[2:]]) if sys.argv[1:2] == ["compare"] else "memread compare"
+        command = shlex.join(["memread", *sys.argv[1:]]) if sys.argv[1:2] == ["compare"] else "memread compare"
         line = result_line(result, args.record, read_run_config(first).data.name, command, git_commit(),
                            time.perf_counter() - start, args.paper_value)
         out = results_path(args.results)

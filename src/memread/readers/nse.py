@@ -87,8 +87,9 @@ long documents (2,000 tokens at batch 32 and k = 100: 51 GB) ``checkpoint_steps 
 segments of C steps under ``torch.utils.checkpoint`` (``_segmented_loop``): the forward pass keeps only each
 segment's first memories and write-LSTM states, the backward pass recomputes a segment keeping its C + 1
 memories, so (T / C + C + 1) memories are kept, about 2 sqrt(T) at C = sqrt(T), for one more forward pass.
-Both fast loops (the compiled one and ``_NSELoop``, the path on other devices) take the write LSTM's initial
-states and return their gradients for this (``_autograd_loop`` too, with ``USE_FUNCTION = False``). Same numbers, in training only (without gradients nothing is kept anyway).
+Every loop (the compiled one, ``_NSELoop`` on other devices, ``_autograd_loop``) takes the write LSTM's
+initial states and returns their gradients for this. Same numbers; in training only (without gradients
+nothing is kept anyway).
 
 **Autocast.** Under ``torch.autocast`` the read LSTM and the ``W_c^o o_t`` part run in the autocast
 dtype and the time loop (either one) in float32, on float32 inputs with autocast off
@@ -243,11 +244,11 @@ def _compiled_kernels(like: Tensor):
     return kernels.for_tensor(like, USE_COMPILED)
 
 
-def _fast_loop(o, c_o, keep, masks, layers, M0, *rest):
-    """The fast path: the compiled loop where it runs (decided here, after ``in_float32``), else ``_NSELoop``."""
-    if _compiled_kernels(o) is not None:
-        return _NSECompiledLoop.apply(o, c_o, keep, masks[0], masks, layers, False, None, None, M0, *rest)
-    return _NSELoop.apply(o, c_o, keep, masks[0], masks, layers, False, None, None, M0, *rest)
+def _fast_loop(o, c_o, keep, masks, layers, M0, *rest, live=None, h0=None, c0=None, states=False):
+    """The fast path: the compiled loop where it runs (decided here, after ``in_float32``), else ``_NSELoop``.
+    Keywords as :func:`_autograd_loop`'s."""
+    loop = _NSECompiledLoop if _compiled_kernels(o) is not None else _NSELoop
+    return loop.apply(o, c_o, keep, masks[0] if live is None else live, masks, layers, states, h0, c0, M0, *rest)
 
 
 def _keys(M: Tensor, o_t: Tensor, mask: Tensor, live: Tensor) -> Tensor:
@@ -300,10 +301,8 @@ def _autograd_loop(o, c_o, keep, masks, layers, M0, *rest, live=None, h0=None, c
 def _segment(o, c_o, keep, live, masks, layers, h0, c0, M0, *rest):
     """One segment of the time loop, going on from the write LSTM's states ``h0``, ``c0`` (layers, B, k) and
     the memories ``M0``, ``M0^n`` ..: the loop's outputs, then the final ``h^l`` and ``c^l`` of every layer."""
-    if not USE_FUNCTION:
-        return _autograd_loop(o, c_o, keep, masks, layers, M0, *rest, live=live, h0=h0, c0=c0, states=True)
-    loop = _NSECompiledLoop if _compiled_kernels(o) is not None else _NSELoop
-    return loop.apply(o, c_o, keep, live, masks, layers, True, h0, c0, M0, *rest)
+    loop = _fast_loop if USE_FUNCTION else _autograd_loop
+    return loop(o, c_o, keep, masks, layers, M0, *rest, live=live, h0=h0, c0=c0, states=True)
 
 
 def _segmented_loop(steps, o, c_o, keep, masks, layers, M0, *rest):

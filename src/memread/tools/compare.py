@@ -237,8 +237,11 @@ def compare_seeds(root_a: str, root_b: str, seeds: int, data_root, split: str = 
             criterion = criterion or crit
             tables[side].append(table)
     metric = metric or criterion.selection_metric
-    test = lambda ta, tb, names: paired_test(ta, tb, criterion.summarize, metric, criterion.higher_is_better,  # noqa: E731
-                                             resamples=resamples, confidence=confidence, seed=seed, names=names)
+
+    def test(ta: UnitTable, tb: UnitTable, names: tuple[str, str]) -> PairedResult:
+        return paired_test(ta, tb, criterion.summarize, metric, criterion.higher_is_better, resamples=resamples,
+                           confidence=confidence, seed=seed, names=names)
+
     per_seed = [{"seed": s, **test(ta, tb, (ra, rb)).to_dict()}
                 for s, ta, tb, ra, rb in zip(range(1, seeds + 1), tables["a"], tables["b"], runs["a"], runs["b"])]
     pool = test(pooled(tables["a"]), pooled(tables["b"]), (root_a, root_b)).to_dict()
@@ -272,5 +275,6 @@ def result_line(result: dict, experiment: str, dataset: str, command: str, commi
     else:
         line.update(value=round(result["difference"], 6), paper_value=paper_value, commit=commit, command=command,
                     wall_s=round(wall_s, 1), a=round(result["a"], 6), b=round(result["b"], 6),
-                    p_value=round(result["p_value"], 6), ci_95=[round(result["ci_low"], 6), round(result["ci_high"], 6)])
+                    p_value=round(result["p_value"], 6),
+                    ci_95=[round(result["ci_low"], 6), round(result["ci_high"], 6)])
     return line
