@@ -292,3 +292,27 @@ def test_a_finished_run_given_more_epochs_goes_on_as_if_uninterrupted(tmp_path):
     with pytest.raises(MemreadError, match="nothing to resume: it stopped early .* Nothing was changed"):
         resume_run(tmp_path / "early", tmp_path, ["train.epochs=5"])
     assert {p.name: p.read_bytes() for p in (tmp_path / "early").iterdir() if not p.name.startswith(".lock")} == before
+
+
+def test_a_run_out_of_minutes_validates_stops_and_resumes_as_if_uninterrupted(tmp_path):
+    """train.max_minutes: past the time limit the run validates, checkpoints and stops ("max_minutes"); a resume
+    gets a new allowance and goes on exactly as the run that was never stopped."""
+    full = start_run(lm_config(epochs=1, optimizer="sgd", lr=0.5, batch_size=8), tmp_path / "full", tmp_path)
+    full.fit()
+    timed = start_run(lm_config(epochs=1, optimizer="sgd", lr=0.5, batch_size=8, max_minutes=1e-9),
+                      tmp_path / "timed", tmp_path)
+    timed.fit()
+    timed.close()
+    loop = load_checkpoint(tmp_path / "timed" / "checkpoint_last.pt")["loop"]
+    assert loop["stopped"] == "max_minutes" and loop["finished"] and loop["global_step"] == 1
+    assert [r["step"] for r in records(tmp_path / "timed", "valid")] == [1]
+    assert (tmp_path / "timed" / "checkpoint_best.pt").exists()
+    more = resume_run(tmp_path / "timed", tmp_path, ["train.max_minutes=0"])
+    assert not more.finished and more.global_step == 1
+    more.fit()
+    assert load_checkpoint(tmp_path / "timed" / "checkpoint_last.pt")["loop"]["stopped"] == "epochs"
+    a, b = records(tmp_path / "full", "train"), records(tmp_path / "timed", "train")
+    assert [r["step"] for r in a][-3:] == [r["step"] for r in b][-3:]
+    assert [r["loss"] for r in a][-3:] == pytest.approx([r["loss"] for r in b][-3:], rel=1e-6)
+    assert records(tmp_path / "full", "valid")[-1]["ppl"] == pytest.approx(records(tmp_path / "timed", "valid")[-1]["ppl"],
+                                                                           rel=1e-6)

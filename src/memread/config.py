@@ -53,6 +53,9 @@ class TrainConfig:
     eval_batch_size: NonNegInt = 0  # 0 = the task's default (1 for language modelling: exact perplexity)
     epochs: PositiveInt = 10
     max_steps: NonNegInt = 0  # stop after this many optimizer steps; 0 = no cap
+    # a job's time limit: after this many minutes of training in this process, validate, checkpoint and stop
+    # ("max_minutes"; `memread train --resume` goes on with a new allowance); 0 = no limit
+    max_minutes: NonNegFloat = 0.0
     evals_per_epoch: PositiveInt = 1  # validate this many times per epoch (2 = every half epoch)
     lr_decay: Fraction = 1.0  # multiply lr by this when validation does not improve (LSTMN LM: 0.85)
     min_improvement: NonNegFloat = 0.0  # relative improvement that counts as "significant"

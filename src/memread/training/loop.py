@@ -169,7 +169,7 @@ class Trainer:
         self.epoch_batches = 0  # batches in the epoch being trained (for ``epochs_done`` in valid records)
         self.global_step = 0
         self.finished = False
-        self.stopped: str | None = None  # why a finished run stopped: "epochs", "max_steps" or "early"
+        self.stopped: str | None = None  # why a finished run stopped: "epochs", "max_steps", "max_minutes" or "early"
         self.carry: Any = None
         self.first_loss: float | None = None  # the first step's loss: the scale of train.divergence
         self.tokens_trained = 0  # this process's training tokens so far, every epoch (what a run cost)
@@ -291,7 +291,10 @@ class Trainer:
 
     @staticmethod
     def budget_raised(T: Any, stopped: str | None, epoch: int, step: int) -> bool:
-        """Whether a run that ran out of epochs or steps has been given more (an early stop is final)."""
+        """Whether a run that ran out of epochs or steps has been given more (an early stop is final; a run
+        stopped by its time limit, ``max_minutes``, has a new allowance in each process)."""
+        if stopped == "max_minutes":
+            return epoch < T.epochs and not (T.max_steps and step >= T.max_steps)
         if stopped == "epochs":
             return epoch < T.epochs and not (T.max_steps and step >= T.max_steps)
         if stopped == "max_steps":
@@ -436,9 +439,21 @@ class Trainer:
         self.running = self._fresh_running()
         self._t0 = time.perf_counter()
 
+    def _out_of_time(self) -> bool:
+        """Whether this process has trained ``max_minutes`` (process 0's clock decides for all under torchrun)."""
+        T = self.cfg.train
+        if not T.max_minutes:
+            return False
+        late = time.perf_counter() - self._fit_t0 >= 60.0 * T.max_minutes
+        if self.where.distributed:
+            flag = torch.tensor([float(late)], device=self.device)
+            torch.distributed.broadcast(flag, src=0)
+            late = bool(flag.item())
+        return late
+
     def fit(self) -> None:
         T = self.cfg.train
-        self._t0 = time.perf_counter()
+        self._t0 = self._fit_t0 = time.perf_counter()
         while not self.finished and self.epoch < T.epochs:
             batches = self.task.batches("train", T.batch_size, self.epoch, T.seed)
             if self.where.distributed:  # this process's share of each batch: together, the batch of one process
@@ -465,11 +480,12 @@ class Trainer:
                 bar.update(1)
                 if self.global_step % T.log_every == 0 or i + 1 == n:
                     self._log_train(bar)
-                capped = bool(T.max_steps) and self.global_step >= T.max_steps
+                capped = "max_steps" if T.max_steps and self.global_step >= T.max_steps else (
+                    "max_minutes" if self._out_of_time() else None)
                 if i + 1 in evals or capped:
-                    stop = self._validate() or capped
+                    stop = self._validate() or bool(capped)
                     if capped:
-                        self.finished, self.stopped = True, self.stopped or "max_steps"
+                        self.finished, self.stopped = True, self.stopped or capped
                         self.save("checkpoint_last.pt")
                 elif T.checkpoint_every and self.global_step % T.checkpoint_every == 0:
                     self.save("checkpoint_last.pt")
