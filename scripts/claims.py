@@ -41,6 +41,7 @@ NSE_SST = ("train.epochs=4", "train.patience=3", "train.log_every=200")  # 25 ep
 WIKIQA = ("reader.hidden=300", "reader.layers=1", "train.batch_size=32", "train.lr=3e-4", "train.epochs=8",
           "train.evals_per_epoch=2", "train.patience=4")  # both readers 1 x 300, to early stopping
 PTB_PAPER = ("head.dropout=0.0", "train.patience=3")  # LSTMN Table 1's recipe: no dropout; early stopping
+DANILUK_PAPER = ("head.dropout=0.0",)  # Daniluk et al. state no dropout; the configs' lr halving and patience 3 stay
 
 
 @dataclass(frozen=True)
@@ -102,13 +103,27 @@ CLAIMS = {c.name: c for c in (
            "lstm": Run("lstmn-t1-lstm", 55, PTB_PAPER)},
           [("lstmn-empty", "lstm", "lstmn-empty-vs-lstm"), ("lstmn-zero-slot", "lstm", "lstmn-zero-slot-vs-lstm"),
            ("lstmn-empty", "lstmn-zero-slot", "empty-vs-zero-slot")], seeds=1, paper_setup=False),
+    # Figure 2c's models at the LSTM LM's parameter count, the paper's recipe (no dropout) on PTB (its Wikipedia
+    # corpus is not here), to early stopping; the paper's ordering: KVP (75.8) < KV (78.2) < attention (82.0) <
+    # LSTM (85.2) test ppl, the 4-gram RNN (75.9) level with the KVP. One seed: ~80 min a model on one core, a
+    # few on a GPU (`--device cuda`)
+    Claim("daniluk-fig2c", "KVP < KV < attention < LSTM on PTB, and the 4-gram RNN level with the KVP (Daniluk "
+          "Figure 2c: 75.8, 78.2, 82.0, 85.2, 75.9 on Wikipedia), the paper's recipe (no dropout); one seed",
+          {"lstm": Run("daniluk-f2c-lstm", 80, DANILUK_PAPER),
+           "attention-L10": Run("daniluk-f2a-attention-l10", 90, DANILUK_PAPER),
+           "kv-L10": Run("daniluk-f2a-kv-l10", 90, DANILUK_PAPER),
+           "kvp-L5": Run("daniluk-f2a-kvp-l5", 90, DANILUK_PAPER),
+           "4gram": Run("daniluk-f2b-4gram", 90, DANILUK_PAPER)},
+          [("attention-L10", "lstm", "attention-vs-lstm"), ("kv-L10", "attention-L10", "kv-vs-attention"),
+           ("kvp-L5", "kv-L10", "kvp-vs-kv"), ("4gram", "kvp-L5", "4gram-vs-kvp")], seeds=1, paper_setup=False),
 )}
 
 
-def train_command(claim: Claim, label: str, seed: int) -> list[str]:
+def train_command(claim: Claim, label: str, seed: int, extra: tuple[str, ...] = ()) -> list[str]:
+    """``extra``: overrides of this invocation for every run (a device, a time limit), after the claim's own."""
     config = find_row(claim.runs[label].row).config
     run_dir = claim.root / label / f"seed{seed}"
-    sets = [x for o in [*claim.overrides(label), f"train.seed={seed}"] for x in ("--set", o)]
+    sets = [x for o in [*claim.overrides(label), *extra, f"train.seed={seed}"] for x in ("--set", o)]
     if (run_dir / "checkpoint_last.pt").exists():  # a killed claim goes on where it stopped
         return ["memread", "train", "--resume", str(run_dir)]
     return ["memread", "train", str(config), "--run-dir", str(run_dir), *sets]
@@ -127,35 +142,46 @@ def queues(claim: Claim, jobs: int) -> list[list[tuple[str, int]]]:
     return out
 
 
-def finish_commands(claim: Claim) -> list[list[str]]:
+def finish_commands(claim: Claim, extra: tuple[str, ...] = (), device: str | None = None) -> list[list[str]]:
     cmds = []
     for row in claim.runs if claim.paper_setup else ():
-        sets = [x for o in claim.overrides(row) for x in ("--set", o)]
+        sets = [x for o in [*claim.overrides(row), *extra] for x in ("--set", o)]
         cmds.append(["memread", "reproduce", row, "--seeds", str(claim.seeds), "--run-root", str(RUN_ROOT), *sets])
+    on = ["--device", device] if device else []
     for a, b, name in claim.compare:
         cmds.append(["memread", "compare", str(claim.root / a), str(claim.root / b), "--seeds", str(claim.seeds),
-                     "--record", f"claim-{claim.name}-{name}"])
+                     "--record", f"claim-{claim.name}-{name}", *on])
     return cmds
 
 
-def plan(claim: Claim, jobs: int) -> str:
+def extra_overrides(sets: list[str], device: str | None) -> tuple[str, ...]:
+    """The invocation's ``--set`` values, with ``--device`` as ``train.device``."""
+    return (*sets, *([f'train.device="{device}"'] if device else []))
+
+
+def plan(claim: Claim, jobs: int, extra: tuple[str, ...] = (), device: str | None = None) -> str:
     lines = [f"# {claim.name}: {claim.says}"]
     for j, q in enumerate(queues(claim, jobs)):
         minutes = sum(claim.runs[label].minutes for label, _ in q)
-        lines.append(f"# queue {j + 1} (~{minutes:.0f} min):")
-        lines += [shlex.join(train_command(claim, row, s)) for row, s in q]
+        lines.append(f"# queue {j + 1} (~{minutes:.0f} min on a CPU core):")
+        lines += [shlex.join(train_command(claim, row, s, extra)) for row, s in q]
     lines.append("# then:")
-    lines += [shlex.join(c) for c in finish_commands(claim)]
+    lines += [shlex.join(c) for c in finish_commands(claim, extra, device)]
     return "\n".join(lines)
 
 
-def run(claim: Claim, jobs: int) -> int:
+def _here(cmd: list[str]) -> list[str]:
+    """``memread ...`` as this interpreter's module (on a machine where memread is on PYTHONPATH, not installed)."""
+    return [sys.executable, "-m", "memread", *cmd[1:]] if cmd[0] == "memread" else cmd
+
+
+def run(claim: Claim, jobs: int, extra: tuple[str, ...] = (), device: str | None = None) -> int:
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     failed: list[str] = []
 
     def work(q: list[tuple[str, int]], j: int) -> None:
         for row, s in q:
-            cmd = train_command(claim, row, s)
+            cmd = _here(train_command(claim, row, s, extra))
             print(f"[queue {j + 1}] {time.strftime('%H:%M:%S')} {shlex.join(cmd)}", flush=True)
             done = subprocess.run(cmd, env=env, cwd=REPO, capture_output=True, text=True)
             if done.returncode != 0:
@@ -169,7 +195,7 @@ def run(claim: Claim, jobs: int) -> int:
     if failed:
         print("failed:\n" + "\n".join(failed), file=sys.stderr)
         return 1
-    for cmd in finish_commands(claim):
+    for cmd in map(_here, finish_commands(claim, extra, device)):
         print(f"{time.strftime('%H:%M:%S')} {shlex.join(cmd)}", flush=True)
         done = subprocess.run(cmd, env=env, cwd=REPO, capture_output=True, text=True)
         print(done.stdout.strip()[-2000:], flush=True)
@@ -184,7 +210,11 @@ def main() -> int:
     ap.add_argument("verb", choices=["list", "plan", "run"])
     ap.add_argument("claim", nargs="?", choices=sorted(CLAIMS))
     ap.add_argument("--jobs", type=int, default=2, help="single-thread queues side by side (default 2)")
+    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                    help="an override for every run of the claim (after its own), e.g. train.max_minutes=6")
+    ap.add_argument("--device", help="train (train.device) and compare on this device, e.g. cuda")
     args = ap.parse_args()
+    extra = extra_overrides(args.set, args.device)
     if args.verb == "list":
         for c in CLAIMS.values():
             total = sum(r.minutes for r in c.runs.values()) * c.seeds
@@ -196,9 +226,9 @@ def main() -> int:
         ap.error(f"{args.verb} needs a claim: {', '.join(sorted(CLAIMS))}")
     claim = CLAIMS[args.claim]
     if args.verb == "plan":
-        print(plan(claim, args.jobs))
+        print(plan(claim, args.jobs, extra, args.device))
         return 0
-    return run(claim, args.jobs)
+    return run(claim, args.jobs, extra, args.device)
 
 
 if __name__ == "__main__":

@@ -67,3 +67,21 @@ def test_the_ptb_claim_trains_both_tape_starts_of_one_row_apart():
         starts[label] = cfg.reader.tape_start
     assert starts == {"lstmn-empty": "empty", "lstmn-zero-slot": "zero_slot"}
     assert not ptb.paper_setup and ptb.seeds == 1
+
+
+def test_an_invocations_device_and_overrides_reach_every_run_and_comparison(tmp_path, monkeypatch):
+    """`claims.py run CLAIM --device cuda --set train.max_minutes=5`: each run trains with them (after the
+    claim's own, so they win) and each comparison evaluates on that device; `memread` runs as this interpreter's
+    module (memread on PYTHONPATH, not installed, on a GPU machine)."""
+    monkeypatch.chdir(tmp_path)
+    fig2c = claims.CLAIMS["daniluk-fig2c"]
+    extra = claims.extra_overrides(["train.max_minutes=5"], "cuda")
+    cmd = claims.train_command(fig2c, "kvp-L5", 1, extra)
+    sets = [cmd[i + 1] for i, x in enumerate(cmd) if x == "--set"]
+    assert sets[-3:] == ["train.max_minutes=5", 'train.device="cuda"', "train.seed=1"]
+    cfg = load_experiment(config_path(find_row(fig2c.runs["kvp-L5"].row)), sets)
+    assert cfg.train.device == "cuda" and cfg.train.max_minutes == 5 and cfg.head.dropout == 0.0
+    finish = claims.finish_commands(fig2c, extra, "cuda")
+    assert [c[1] for c in finish] == ["compare"] * 4 and all(c[-2:] == ["--device", "cuda"] for c in finish)
+    assert claims._here(cmd)[:3] == [sys.executable, "-m", "memread"]
+    assert claims.finish_commands(fig2c)[0][-1] == "claim-daniluk-fig2c-attention-vs-lstm"  # no device: none passed
