@@ -148,9 +148,10 @@ def finish_commands(claim: Claim, extra: tuple[str, ...] = (), device: str | Non
         sets = [x for o in [*claim.overrides(row), *extra] for x in ("--set", o)]
         cmds.append(["memread", "reproduce", row, "--seeds", str(claim.seeds), "--run-root", str(RUN_ROOT), *sets])
     on = ["--device", device] if device else []
-    for a, b, name in claim.compare:
-        cmds.append(["memread", "compare", str(claim.root / a), str(claim.root / b), "--seeds", str(claim.seeds),
-                     "--record", f"claim-{claim.name}-{name}", *on])
+    for a, b, name in claim.compare:  # one seed: a plain comparison of the two seed folders
+        runs = ([str(claim.root / a), str(claim.root / b), "--seeds", str(claim.seeds)] if claim.seeds > 1 else
+                [str(claim.root / a / "seed1"), str(claim.root / b / "seed1")])
+        cmds.append(["memread", "compare", *runs, "--record", f"claim-{claim.name}-{name}", *on])
     return cmds
 
 

@@ -84,4 +84,7 @@ def test_an_invocations_device_and_overrides_reach_every_run_and_comparison(tmp_
     finish = claims.finish_commands(fig2c, extra, "cuda")
     assert [c[1] for c in finish] == ["compare"] * 4 and all(c[-2:] == ["--device", "cuda"] for c in finish)
     assert claims._here(cmd)[:3] == [sys.executable, "-m", "memread"]
-    assert claims.finish_commands(fig2c)[0][-1] == "claim-daniluk-fig2c-attention-vs-lstm"  # no device: none passed
+    plain = claims.finish_commands(fig2c)[0]  # no device: none passed; one seed: the seed folders compared
+    assert plain[-1] == "claim-daniluk-fig2c-attention-vs-lstm" and "--seeds" not in plain
+    assert plain[2:4] == ["runs/claims/daniluk-fig2c/attention-L10/seed1", "runs/claims/daniluk-fig2c/lstm/seed1"]
+    assert "--seeds" in claims.finish_commands(claims.CLAIMS["wikiqa"])[0]
