@@ -116,28 +116,32 @@ def test_initial_states_and_their_gradients_match_autograd(loop):
     assert compiled[1][2].abs().sum() > 0 and compiled[1][3].abs().sum() > 0
 
 
-def test_segments_keep_fewer_memories_alive(monkeypatch):
-    """How many of the compiled loop's per-step memories (B, T, k) are alive at once during a training step
+@pytest.mark.parametrize("path", ["compiled", "python"])
+def test_segments_keep_fewer_memories_alive(monkeypatch, path):
+    """How many per-step memories (B, T, k) of the compiled loop (one tensor each) or of ``_NSELoop`` (the GPU's:
+    one buffer of steps + 1) are alive at once during a training step
     over 60 steps: the whole loop keeps all 61 until its backward pass; segments of 6 keep the 10 segments'
     first memories and one segment's 7 (counted as they are allocated and freed: deterministic, unlike the
     process's resident set, which the benchmark in benchmarks/document_memory.py --flat reports)."""
-    needs_kernels()
     import weakref
 
-    monkeypatch.setattr(nse_module, "USE_COMPILED", True)
+    if path == "compiled":
+        needs_kernels()
+    monkeypatch.setattr(nse_module, "USE_COMPILED", path == "compiled")
     B, T, k = 2, 60, K
     real_new_empty = torch.Tensor.new_empty
     count = {"live": 0, "peak": 0}
 
-    def freed():
-        count["live"] -= 1
+    def freed(steps):
+        count["live"] -= steps
 
     def new_empty(self, *size, **kw):
         out = real_new_empty(self, *size, **kw)
-        if tuple(out.shape) == (B, T, k):  # a memory M_t of the loop
-            count["live"] += 1
+        if tuple(out.shape[-3:]) == (B, T, k) and out.dim() in (3, 4):  # M_t, or _NSELoop's (steps, B, T, k)
+            steps = out.size(0) if out.dim() == 4 else 1
+            count["live"] += steps
             count["peak"] = max(count["peak"], count["live"])
-            weakref.finalize(out, freed)
+            weakref.finalize(out, freed, steps)
         return out
 
     def peak(reader):
@@ -151,7 +155,7 @@ def test_segments_keep_fewer_memories_alive(monkeypatch):
         return count["peak"]
 
     whole = make_reader()
-    assert peak(whole) == T  # M_1 .. M_T (M_0 is the input itself)
+    assert peak(whole) == T + (path == "python")  # M_1 .. M_T (and M_0 in _NSELoop's buffer)
     # the 10 segments' last memories (each the next one's start) and, in a segment's backward pass, its 6
     # recomputed ones (15 counted)
     assert peak(segmented(whole, 6)) <= T // 6 + 6 + 1
