@@ -23,7 +23,9 @@ spec.loader.exec_module(claims)
 def test_each_claim_trains_rows_that_exist_with_overrides_that_load(name):
     claim = claims.CLAIMS[name]
     for label, run in claim.runs.items():
-        cfg = load_experiment(config_path(find_row(run.row)), [*claim.overrides(label), "train.seed=2"])
+        assert bool(run.row) != bool(run.config)  # a row of the papers' tables, or a config that has none
+        path = config_path(find_row(run.row)) if run.row else REPO / run.config
+        cfg = load_experiment(path, [*claim.overrides(label), "train.seed=2"])
         assert cfg.train.seed == 2 and cfg.train.progress is False
         assert label == run.row or not claim.paper_setup  # numbers under a row id only for the paper's setup
     assert all(a in claim.runs and b in claim.runs and a != b for a, b, _ in claim.compare)
@@ -88,3 +90,16 @@ def test_an_invocations_device_and_overrides_reach_every_run_and_comparison(tmp_
     assert plain[-1] == "claim-daniluk-fig2c-attention-vs-lstm" and "--seeds" not in plain
     assert plain[2:4] == ["runs/claims/daniluk-fig2c/attention-L10/seed1", "runs/claims/daniluk-fig2c/lstm/seed1"]
     assert "--seeds" in claims.finish_commands(claims.CLAIMS["wikiqa"])[0]
+
+
+def test_a_claim_on_configs_without_rows_and_more_seeds_than_its_own(tmp_path, monkeypatch):
+    """bAbI has no row in the papers' tables: its runs name configs; `--seeds N` (here through ``replace``) trains
+    seeds 1 .. N and compares the seed folders with --seeds N."""
+    monkeypatch.chdir(tmp_path)
+    babi = claims.CLAIMS["babi-iaa"]
+    cmd = claims.train_command(babi, "fixed", 3)
+    assert cmd[2] == "configs/babi/fixed.toml" and cmd[cmd.index("--run-dir") + 1] == "runs/claims/babi-iaa/fixed/seed3"
+    three = claims.replace(claims.CLAIMS["daniluk-fig2c"], seeds=3)
+    assert len([w for q in claims.queues(three, 15) for w in q]) == 15 and all(len(q) == 1 for q in claims.queues(three, 15))
+    first = claims.finish_commands(three)[0]
+    assert first[2:6] == ["runs/claims/daniluk-fig2c/attention-L10", "runs/claims/daniluk-fig2c/lstm", "--seeds", "3"]
