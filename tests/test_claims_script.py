@@ -28,15 +28,18 @@ def test_each_claim_trains_rows_that_exist_with_overrides_that_load(name):
         cfg = load_experiment(path, [*claim.overrides(label), "train.seed=2"])
         assert cfg.train.seed == 2 and cfg.train.progress is False
         assert label == run.row or not claim.paper_setup  # numbers under a row id only for the paper's setup
-    assert all(a in claim.runs and b in claim.runs and a != b for a, b, _ in claim.compare)
-    assert len({n for _, _, n in claim.compare}) == len(claim.compare)
+    assert all(a in claim.runs and b in claim.runs and a != b for a, b, _, _ in claim.compare)
+    assert len({n for _, _, n, _ in claim.compare}) == len(claim.compare)
+    for cmd, (_, _, _, paper) in zip(claims.finish_commands(claim)[-len(claim.compare):], claim.compare):
+        told = float(cmd[cmd.index("--paper-value") + 1]) if "--paper-value" in cmd else None
+        assert told == paper  # the paper's difference is recorded beside ours
     # every (label, seed) once, over the queues
     work = [w for q in claims.queues(claim, 2) for w in q]
     assert sorted(work) == sorted((label, s) for label in claim.runs for s in range(1, claim.seeds + 1))
 
 
 def test_queues_put_the_longest_runs_first_on_the_least_loaded_queue():
-    claim = claims.Claim("t", "test", {"a": claims.Run("x", 50), "b": claims.Run("y", 6)}, [("a", "b", "a-vs-b")])
+    claim = claims.Claim("t", "test", {"a": claims.Run("x", 50), "b": claims.Run("y", 6)}, [("a", "b", "a-vs-b", 1.0)])
     q1, q2 = claims.queues(claim, 2)
     assert q1 == [("a", 1), ("a", 3)] and q2 == [("a", 2), ("b", 1), ("b", 2), ("b", 3)]
 
@@ -50,7 +53,7 @@ def test_a_claim_off_the_papers_setup_keeps_its_runs_apart_and_records_only_comp
     assert cmd[2] == "configs/wikiqa/lstm.toml" and "reader.hidden=300" in cmd and "train.seed=2" in cmd
     finish = claims.finish_commands(wikiqa)
     assert [c[1] for c in finish] == ["compare"]  # no memread reproduce under the paper's row ids
-    assert finish[0][-1] == "claim-wikiqa-mma-nse-vs-lstm-1x300"
+    assert finish[0][finish[0].index("--record") + 1] == "claim-wikiqa-mma-nse-vs-lstm-1x300"
     sst = claims.finish_commands(claims.CLAIMS["sst-fine"])
     assert [c[1] for c in sst] == ["reproduce", "reproduce", "compare"]
     # a run folder that holds a checkpoint is resumed, not started again
@@ -87,7 +90,7 @@ def test_an_invocations_device_and_overrides_reach_every_run_and_comparison(tmp_
     assert [c[1] for c in finish] == ["compare"] * 4 and all(c[-2:] == ["--device", "cuda"] for c in finish)
     assert claims._here(cmd)[:3] == [sys.executable, "-m", "memread"]
     plain = claims.finish_commands(fig2c)[0]  # no device: none passed; one seed: the seed folders compared
-    assert plain[-1] == "claim-daniluk-fig2c-attention-vs-lstm" and "--seeds" not in plain
+    assert plain[-3:] == ["claim-daniluk-fig2c-attention-vs-lstm", "--paper-value", "-3.2"] and "--seeds" not in plain
     assert plain[2:4] == ["runs/claims/daniluk-fig2c/attention-L10/seed1", "runs/claims/daniluk-fig2c/lstm/seed1"]
     assert "--seeds" in claims.finish_commands(claims.CLAIMS["wikiqa"])[0]
 

@@ -298,7 +298,8 @@ def test_the_markdown_lists_every_row():
     for paper in reproduce.PAPERS:
         assert f"## {paper}: " in md
     assert "**Verdict rule**" in md
-    table_lines = [x for x in md.splitlines() if x.startswith("| `")]
+    claims = md[md.index("## Claims"): md.index("## lstmn:")]  # the claims' comparisons, then the papers' rows
+    table_lines = [x for x in md.replace(claims, "").splitlines() if x.startswith("| `")]
     assert len(table_lines) == len(rows)
 
 

@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
 from memread.errors import MemreadError
+from memread.tools.claims import claims_markdown
 
 REPO = Path(__file__).resolve().parents[3]  # the checkout this module sits in (src/memread/tools/..)
 
@@ -688,6 +689,7 @@ def render_markdown(table: Sequence[Row], results: Sequence[dict]) -> str:
     for s in summary(table, results):
         lines.append(f"| {s['paper']} | {s['rows']} | {s['configs']} | {s['recorded']} | "
                      + " | ".join(str(s[v]) for v in VERDICTS) + " |")
+    lines += ["", *claims_markdown(results)]
     for paper, title in PAPERS.items():
         mine = [r for r in table if r.paper == paper]
         if not mine:

@@ -1,0 +1,133 @@
+"""The papers' claims that compare two models ("the LSTMN beats the LSTM"), judged from the comparisons that
+``memread compare --record claim-NAME`` appends to ``results/results.jsonl`` (``scripts/claims.py`` records
+them): the ``Claims`` section of ``results/REPRODUCTION.md``.
+
+A claim line holds the difference A - B of a metric (``<metric>_difference``) on the test split, the paper's
+difference (``paper_value``), and a paired test: for one seed pair the permutation test's ``p_value`` and the
+bootstrap interval ``ci_95``; over several seeds the pooled paired test (``pooled_p_value``, ``pooled_ci_95``:
+each test unit's statistics summed over the seeds) and Welch's t-test of the seeds' values (``welch_p``).
+
+**Verdict** (:func:`claim_verdict`), with *p* the paired test's p-value (pooled over seeds where several were run):
+
+- "holds": p < 0.05 and our difference has the paper's sign;
+- "does not hold": p < 0.05 and the opposite sign;
+- "within noise": p >= 0.05;
+- where the paper has the two models level (``paper_value`` 0, or ``paper_claim = "level"``): "holds" when
+  p >= 0.05, else "does not hold";
+- "not converged": the line says ``converged: false`` (a model stopped far from its best: no verdict);
+- "no claim in the paper": no paper difference (a comparison of our own, such as two tape starts).
+
+The paper's difference outside our 95 % interval is flagged beside the verdict: a difference that large would
+have been seen.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Iterable
+
+CLAIM_PREFIX = "claim-"
+SIGNIFICANCE = 0.05
+
+# what each claim's runs cost, for lines recorded before `budget` was written into them
+BUDGETS = {
+    "claim-sst-binary-lstmn-vs-lstm": "to early stopping (patience 3; best valid epoch 2-4)",
+    "claim-sst-fine-lstmn-vs-lstm": "to early stopping (patience 3; best valid epoch 2-4)",
+    "claim-sst-binary-2layer-lstmn-vs-lstm": "to early stopping (patience 3; best valid epoch 1-2)",
+    "claim-sst-binary-nse-vs-lstm": "NSE: 4 of the paper's 25 epochs of phrases; LSTM to early stopping",
+    "claim-sst-binary-nse-vs-lstmn": "NSE: 4 of the paper's 25 epochs of phrases; LSTMN to early stopping",
+}
+
+
+def claim_records(results: Iterable[dict]) -> list[dict]:
+    """The latest line of each claim comparison (``claim-*`` with a ``*_difference`` metric), in first-seen order."""
+    latest: dict[str, dict] = {}
+    for rec in results:
+        exp, metric = str(rec.get("experiment", "")), str(rec.get("metric", ""))
+        if exp.startswith(CLAIM_PREFIX) and metric.endswith("_difference") and _number(rec.get("value")):
+            latest[exp] = rec
+    return list(latest.values())
+
+
+def _number(x) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+
+
+def _p(rec: dict) -> float | None:
+    p = rec.get("pooled_p_value", rec.get("p_value"))
+    return float(p) if _number(p) else None
+
+
+def _interval(rec: dict) -> tuple[float, float] | None:
+    ci = rec.get("pooled_ci_95", rec.get("ci_95"))
+    return (float(ci[0]), float(ci[1])) if isinstance(ci, list) and len(ci) == 2 else None
+
+
+def claim_verdict(rec: dict) -> str:
+    """One of "holds", "does not hold", "within noise", "not converged", "no claim in the paper" (module doc)."""
+    if rec.get("converged") is False:
+        return "not converged"
+    paper, p, diff = rec.get("paper_value"), _p(rec), float(rec["value"])
+    if not _number(paper):
+        return "no claim in the paper"
+    if p is None:
+        return "no paired test"
+    significant = p < SIGNIFICANCE
+    if paper == 0 or rec.get("paper_claim") == "level":
+        return "does not hold" if significant else "holds"
+    if not significant:
+        return "within noise"
+    return "holds" if (diff > 0) == (paper > 0) else "does not hold"
+
+
+def _side(values, mean, std) -> str:
+    """``81.35 ± 0.83`` over seeds, or the one value."""
+    if isinstance(values, list):
+        return f"{_g(mean)} ± {_g(std)}" if _number(mean) and _number(std) else "-"
+    return _g(values) if _number(values) else "-"
+
+
+def _g(x: float) -> str:
+    x = float(x)
+    return f"{x:.4f}" if abs(x) < 1 else f"{x:.2f}"
+
+
+def _signed(x: float) -> str:
+    return ("+" if x > 0 else "") + _g(x)
+
+
+def claims_markdown(results: Iterable[dict]) -> list[str]:
+    """The lines of the ``## Claims`` section: the rule, then one table row per claim comparison."""
+    lines = [
+        "## Claims: two models compared at equal recipe",
+        "",
+        "Generated from the `claim-*` comparisons in `results/results.jsonl` (`memread compare --record`, run by "
+        "`scripts/claims.py`); notes in `results/issue23-claims.md`. **Verdict rule** "
+        "(`memread.tools.claims.claim_verdict`): *p* is the paired test on the test units (pooled over seeds where "
+        "several were run). **holds**: p < 0.05 with the paper's sign; **does not hold**: p < 0.05 with the opposite "
+        "sign, or any p < 0.05 where the paper has the models level; **within noise**: p >= 0.05 (level claims: "
+        "holds); **not converged**: a model stopped far from its best, no verdict. *(paper outside)*: the paper's "
+        "difference lies outside our 95 % interval.",
+        "",
+        "| claim (A vs B) | metric | A | B | A - B [95 % interval] | paired p | Welch p (seeds) | paper A - B | seeds "
+        "| budget | commit | verdict |",
+        "|---|---|---:|---:|---|---:|---:|---:|---:|---|---|---|",
+    ]
+    for rec in claim_records(results):
+        diff, ci, p, paper = float(rec["value"]), _interval(rec), _p(rec), rec.get("paper_value")
+        seeds = rec.get("seeds")
+        n = len(seeds) if isinstance(seeds, list) else 1
+        interval = f" [{_signed(ci[0])}, {_signed(ci[1])}]" if ci else ""
+        verdict = claim_verdict(rec)
+        if ci and _number(paper) and verdict not in ("not converged",) and not ci[0] <= paper <= ci[1]:
+            verdict += " (paper outside)"
+        budget = str(rec.get("budget") or BUDGETS.get(rec["experiment"], "-"))
+        welch = rec.get("welch_p")
+        cells = [f"`{rec['experiment'][len(CLAIM_PREFIX):]}`", str(rec["metric"]).removesuffix("_difference"),
+                 _side(rec.get("a"), rec.get("mean_a"), rec.get("std_a")),
+                 _side(rec.get("b"), rec.get("mean_b"), rec.get("std_b")),
+                 _signed(diff) + interval, f"{p:.3g}" if p is not None else "-",
+                 f"{welch:.3g}" if _number(welch) else "-", _signed(paper) if _number(paper) else "-", str(n),
+                 budget, str(rec.get("commit") or "-"), verdict]
+        lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
+    return lines

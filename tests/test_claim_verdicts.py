@@ -1,0 +1,63 @@
+"""The Claims section of results/REPRODUCTION.md (memread.tools.claims): each claim comparison's verdict by the
+rule in the module's docstring, the latest line of each claim, the paper's difference flagged when our interval
+excludes it, and the section inside the generated file."""
+
+from __future__ import annotations
+
+import pytest
+
+from memread.tools.claims import claim_records, claim_verdict, claims_markdown
+from memread.tools.reproduce import render_markdown, rows
+
+
+def line(value, p, paper, **more):
+    return {"experiment": "claim-x-a-vs-b", "metric": "accuracy_difference", "split": "test", "value": value,
+            "p_value": p, "ci_95": [value - 0.01, value + 0.01], "paper_value": paper, **more}
+
+
+@pytest.mark.parametrize("rec, verdict", [
+    (line(+0.02, 0.01, +0.014), "holds"),  # significant, the paper's sign
+    (line(-0.02, 0.01, +0.014), "does not hold"),  # significant, the other sign
+    (line(+0.02, 0.30, +0.014), "within noise"),
+    (line(-3.0, 0.01, -2.4, metric="ppl_difference"), "holds"),  # lower perplexity: both negative
+    (line(+2.3, 0.0002, 0.0), "does not hold"),  # the paper has them level
+    (line(+0.5, 0.40, 0.1, paper_claim="level"), "holds"),
+    (line(+30.0, 0.0002, -7.0, converged=False), "not converged"),
+    (line(-4.3, 0.0002, None), "no claim in the paper"),
+    # several seeds: the pooled paired test decides, not the per-pair p of the line
+    ({**line(-0.0125, 0.9, 0.012), "pooled_p_value": 0.043, "welch_p": 0.27}, "does not hold"),
+    ({**line(+0.003, 0.001, 0.014), "pooled_p_value": 0.56}, "within noise"),
+])
+def test_the_verdict_rule(rec, verdict):
+    assert claim_verdict(rec) == verdict
+
+
+def test_the_latest_line_of_each_claim_speaks_for_it_and_other_lines_are_not_claims():
+    results = [line(+0.02, 0.30, 0.014), {**line(+0.02, 0.01, 0.014)},  # the same claim, recorded again
+               {**line(0.01, 0.01, 0.01), "experiment": "claim-y-c-vs-d"},
+               {"experiment": "claim-y-c", "metric": "ppl", "value": 120.0},  # a model's own number
+               {"experiment": "sst-lstm", "metric": "accuracy_difference", "value": 0.1}]  # not a claim
+    recs = claim_records(results)
+    assert [r["experiment"] for r in recs] == ["claim-x-a-vs-b", "claim-y-c-vs-d"]
+    assert claim_verdict(recs[0]) == "holds"
+
+
+def test_a_row_shows_means_over_seeds_the_pooled_interval_and_flags_a_paper_difference_outside_it():
+    rec = {"experiment": "claim-sst-fine-lstmn-vs-lstm", "metric": "accuracy_difference", "value": -0.0125,
+           "paper_value": 0.012, "seeds": [1, 2, 3], "a": [0.409, 0.425, 0.396], "b": [0.425, 0.42, 0.422],
+           "mean_a": 0.4098, "std_a": 0.0145, "mean_b": 0.4223, "std_b": 0.0028, "welch_p": 0.272,
+           "pooled_p_value": 0.0434, "pooled_ci_95": [-0.024, -0.0008], "commit": "abc1234", "budget": "early stop"}
+    row = claims_markdown([rec])[-1]
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    assert cells[0] == "`sst-fine-lstmn-vs-lstm`" and cells[1] == "accuracy"
+    assert cells[2] == "0.4098 ± 0.0145" and cells[3] == "0.4223 ± 0.0028"
+    assert cells[4] == "-0.0125 [-0.0240, -0.0008]" and cells[5] == "0.0434" and cells[6] == "0.272"
+    assert cells[8] == "3" and cells[9] == "early stop" and cells[-1] == "does not hold (paper outside)"
+    inside = claims_markdown([{**rec, "paper_value": -0.01}])[-1]
+    assert inside.rstrip(" |").endswith("holds")
+
+
+def test_the_generated_file_holds_the_claims_section():
+    text = render_markdown(rows(), [line(+0.02, 0.01, +0.014)])
+    assert "## Claims: two models compared at equal recipe" in text
+    assert "| `x-a-vs-b` | accuracy |" in text and text.index("## Claims") < text.index("## lstmn:")
