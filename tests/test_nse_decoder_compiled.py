@@ -1,6 +1,6 @@
 """The NSE decoder's teacher forcing on the compiled loop (``_nse_kernels.cpp`` through ``_NSECompiledLoop``,
-the shared memory as its only memory, the target mask for the real steps) against its Python loop under
-autograd: values and the gradients of the target inputs, of the shared (source) memory and of every
+the shared memory as its only memory, the target mask for the real steps) and on ``_NSELoop`` (no kernels: a
+GPU) against its Python loop under autograd: values and the gradients of the target inputs, of the shared (source) memory and of every
 parameter in float64, with padded targets and padded sources of other lengths, one and two layers, a
 dropout keep-mask, the final write LSTM states as differentiable outputs; float32; two threads as one;
 teacher forcing = stepping word by word; and the compiled loop is what it runs where it can be built.
@@ -45,16 +45,22 @@ def padded(lengths, size, T=None, seed=1, dtype=torch.float64):
 TARGETS, SOURCES = [6, 3, 1], [4, 7, 2]  # padded on both sides, sources of other lengths than the targets
 
 
+LOOPS = {"compiled": COMPILED, "function": "_NSELoopBackward"}  # the Python loop's grad_fn is torch's own
+
+
 def run(dec, y, y_mask, M, s_mask, compiled, monkeypatch, seed=3, parts=("states", "memory", "write")):
-    """Outputs and gradients (of y, of the shared memory, of every parameter) on the compiled loop or
-    the Python one; the loss weighs the real steps' states, the final memory and the final write LSTM
-    states (``parts``)."""
-    monkeypatch.setattr(nse_module, "USE_COMPILED", compiled)
+    """Outputs and gradients (of y, of the shared memory, of every parameter) on the compiled loop (``compiled``
+    True or "compiled"), ``_NSELoop`` ("function") or the Python one under autograd (False or "python"); the loss
+    weighs the real steps' states, the final memory and the final write LSTM states (``parts``)."""
+    path = {True: "compiled", False: "python"}.get(compiled, compiled)
+    monkeypatch.setattr(nse_module, "USE_COMPILED", path == "compiled")
+    monkeypatch.setattr(nse_module, "USE_FUNCTION", path != "python")
     y = y.clone().requires_grad_(True)
     M = M.clone().requires_grad_(True)
     torch.manual_seed(seed)  # the same dropout masks on both paths
     out = dec(y, y_mask, M, None, s_mask, return_attention=True)
-    assert (type(out.states.grad_fn).__name__ == COMPILED) == compiled
+    assert type(out.states.grad_fn).__name__ == LOOPS.get(path, type(out.states.grad_fn).__name__), path
+    assert path in LOOPS or type(out.states.grad_fn).__name__ not in LOOPS.values()
     g = torch.Generator().manual_seed(11)
     rand = lambda x: torch.randn(x.shape, generator=g, dtype=x.dtype)  # noqa: E731
     loss = 0
@@ -108,6 +114,24 @@ def test_compiled_equals_python_loop_in_float64(layers, monkeypatch):
     torch.testing.assert_close(again.states, out.states, atol=1e-12, rtol=0)
     torch.testing.assert_close(again.memory, out.memory, atol=1e-12, rtol=0)
     assert torch.equal(M, M_before)
+
+
+@pytest.mark.parametrize("dropout", [0.0, 0.4])
+@pytest.mark.parametrize("layers", [1, 2])
+def test_nse_loop_equals_python_loop_in_float64(layers, dropout, monkeypatch):
+    """``_NSELoop`` (the loop a GPU runs: no compiled kernels there) against the Python loop under autograd:
+    values and every gradient, padded targets and sources, with and without a dropout keep-mask; and the final
+    write states alone."""
+    dec = make_decoder(layers, dropout=dropout)
+    y, y_mask, M, s_mask = inputs()
+    function, d_function, _ = run(dec, y, y_mask, M, s_mask, "function", monkeypatch)
+    python, d_python, _ = run(dec, y, y_mask, M, s_mask, "python", monkeypatch)
+    assert_same(function, python, atol=1e-12, what="_NSELoop vs Python loop:")
+    assert_same(d_function, d_python, atol=1e-12, what="_NSELoop vs Python loop: d")
+    assert all(g.abs().sum() > 0 for g in d_function.values())
+    _, d_cells, _ = run(dec, y, y_mask, M, s_mask, "function", monkeypatch, parts=("cells",))
+    _, d_cells_python, _ = run(dec, y, y_mask, M, s_mask, "python", monkeypatch, parts=("cells",))
+    assert_same(d_cells, d_cells_python, atol=1e-12, what="final cells: d")
 
 
 @pytest.mark.parametrize("parts", [("cells",), ("write", "cells")], ids=["cells-only", "final-states-only"])
@@ -226,9 +250,9 @@ def test_the_compiled_loop_is_used_where_it_can_be_built():
         assert type(out.states.grad_fn).__name__ == COMPILED, dtype
 
 
-def test_without_compiled_kernels_the_python_loop_is_used(monkeypatch):
+def test_without_compiled_kernels_the_nse_loop_is_used(monkeypatch):
     """Where the kernels cannot be built (here: switched off as MEMREAD_NO_EXTENSIONS does) teacher
-    forcing runs the Python loop and gives the same values."""
+    forcing runs ``_NSELoop`` and gives the same values."""
     needs_kernels()
     dec = make_decoder(2)
     y, y_mask, M, s_mask = inputs()
@@ -238,7 +262,7 @@ def test_without_compiled_kernels_the_python_loop_is_used(monkeypatch):
     monkeypatch.setattr(nse_kernels.kernels, "_ops", None)
     assert nse_kernels.kernels() is None
     fallback = dec(y.clone().requires_grad_(True), y_mask, M, None, s_mask)  # USE_COMPILED on, but unavailable
-    assert type(fallback.states.grad_fn).__name__ != COMPILED
+    assert type(fallback.states.grad_fn).__name__ == LOOPS["function"]
     torch.testing.assert_close(fallback.states * y_mask.unsqueeze(-1), values["states"], atol=1e-12, rtol=0)
 
 

@@ -37,8 +37,10 @@ its backward pass in C++ when the NSE kernels can be built (:mod:`memread.reader
 ``_NSECompiledLoop`` of :mod:`memread.readers.nse` with the shared memory as its only memory and the
 target mask for the real steps): no Python and no autograd graph per step. Elsewhere (other devices,
 the NSE reader's switch ``memread.readers.nse.USE_COMPILED = False``, ``MEMREAD_NO_EXTENSIONS=1``, no
-compiler) the loop runs in Python under
-autograd (:meth:`NSEDecoder._python_loop`); tests check the two against each other. Under
+compiler) it runs the NSE reader's ``_NSELoop`` (a hand-written backward pass, preallocated buffers, no
+autograd graph per step: what a GPU runs); with ``memread.readers.nse.USE_FUNCTION = False``, step by step in
+Python under autograd (:meth:`NSEDecoder._python_loop`, the readable reference). Tests check all three against
+each other. Under
 ``torch.autocast`` the loop (either one) runs in float32 (:mod:`memread.modules.precision`).
 
 **Padding.** At a padded target step ``z_t^n = 0``: nothing is read from or written to the shared
@@ -70,7 +72,8 @@ from torch import Tensor, nn
 from memread.errors import MemreadError
 from memread.modules.precision import in_float32, to_float32
 from memread.readers.base import ReaderOutput
-from memread.readers.nse import INIT_RANGE, _compiled_kernels, _keys, _NSECompiledLoop
+import memread.readers.nse as nse
+from memread.readers.nse import INIT_RANGE, _compiled_kernels, _keys, _NSECompiledLoop, _NSELoop
 from memread.typed import DropoutRate, PositiveInt
 
 
@@ -133,14 +136,17 @@ class NSEDecoder(nn.Module):
 
     def _loop(self, o, c_o, keep, y_mask, M0, source_mask, W_cm):
         """(10)-(15) over all steps: h (B, T, k), z (B, T, S), M_T, then the write LSTM's final h^l (B, k)
-        of every layer and its final c^l of every layer; compiled where it runs, else in Python."""
-        if _compiled_kernels(o) is not None:  # the NSE reader's switch, memread.readers.nse.USE_COMPILED
-            weights = [W_cm]
-            for cell in self.write:
-                weights += [cell.weight_ih, cell.weight_hh, cell.bias_ih + cell.bias_hh]
-            return _NSECompiledLoop.apply(o, c_o, keep, y_mask.bool(), [source_mask.bool()], self.cfg.layers, True,
-                                          None, None, M0, *weights)
-        return self._python_loop(o, c_o, keep, y_mask, M0, source_mask, W_cm)
+        of every layer and its final c^l of every layer: the NSE reader's fast loops (compiled where it runs,
+        else ``_NSELoop``, the GPU's), or in Python under autograd where the NSE reader's switch
+        ``memread.readers.nse.USE_FUNCTION`` is off (the tests' reference)."""
+        if not nse.USE_FUNCTION:
+            return self._python_loop(o, c_o, keep, y_mask, M0, source_mask, W_cm)
+        weights = [W_cm]
+        for cell in self.write:
+            weights += [cell.weight_ih, cell.weight_hh, cell.bias_ih + cell.bias_hh]
+        loop = _NSECompiledLoop if _compiled_kernels(o) is not None else _NSELoop  # nse.USE_COMPILED's switch too
+        return loop.apply(o, c_o, keep, y_mask.bool(), [source_mask.bool()], self.cfg.layers, True, None, None, M0,
+                          *weights)
 
     def _python_loop(self, o, c_o, keep, y_mask, M0, source_mask, W_cm):
         """The loop of :meth:`_loop` step by step under autograd (the step of :meth:`step`)."""
