@@ -106,3 +106,26 @@ def test_a_claim_on_configs_without_rows_and_more_seeds_than_its_own(tmp_path, m
     assert len([w for q in claims.queues(three, 15) for w in q]) == 15 and all(len(q) == 1 for q in claims.queues(three, 15))
     first = claims.finish_commands(three)[0]
     assert first[2:6] == ["runs/claims/daniluk-fig2c/attention-L10", "runs/claims/daniluk-fig2c/lstm", "--seeds", "3"]
+
+
+def test_the_gpu_script_starts_each_claim_spec_on_cuda_with_its_jobs_seeds_and_time_limit(tmp_path):
+    """scripts/gpu_checks.sh OUT MINUTES CLAIM:JOBS[:SEEDS] ..: each claim once, in the background, on cuda, limited
+    to MINUTES of training, validated at 16 streams (here with a stand-in interpreter that logs its arguments)."""
+    import subprocess
+
+    log = tmp_path / "calls.txt"
+    stub = tmp_path / "python"
+    stub.write_text(f'#!/bin/sh\necho "$@" >> {log}\ncat > /dev/null\n')  # reads the bench-args heredoc as python would
+    stub.chmod(0o755)
+    out = tmp_path / "out"
+    done = subprocess.run(["bash", str(REPO / "scripts" / "gpu_checks.sh"), str(out), "0.5", "babi-iaa:9",
+                           "daniluk-fig2c:15:3"], cwd=tmp_path, env={"PATH": "/usr/bin:/bin", "PYTHON": str(stub)},
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    calls = log.read_text().splitlines()
+    runs = sorted(c for c in calls if c.startswith("scripts/claims.py run"))
+    common = "--device cuda --set train.max_minutes=0.5 --set train.eval_batch_size=16"
+    assert runs == [f"scripts/claims.py run babi-iaa --jobs 9 {common}",
+                    f"scripts/claims.py run daniluk-fig2c --jobs 15 --seeds 3 {common}"]
+    assert any(c.startswith("-m pytest -m cuda tests/test_cuda.py") for c in calls)
+    assert "claims all done" in (out / "timeline.txt").read_text()
