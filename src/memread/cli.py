@@ -47,7 +47,8 @@ def _beside(run: Path, name: str) -> Path:
 
 
 def _add_device(p: argparse.ArgumentParser, what: str = "") -> None:
-    p.add_argument("--device", default=None, help=f"{what}auto, cpu, cuda, cuda:N or mps (default: {'the config' if what else 'cpu'})")
+    p.add_argument("--device", default=None,
+                   help=f"{what}auto, cpu, cuda, cuda:N or mps (default: {'the config' if what else 'cpu'})")
 
 
 def _device(args: argparse.Namespace) -> str:
@@ -66,7 +67,8 @@ def _device(args: argparse.Namespace) -> str:
 
 
 def _add_data_root(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--data-root", default=None, help="folder holding the datasets (default: $MEMREAD_DATA, else ~/.cache/memread/data)")
+    p.add_argument("--data-root", default=None,
+                   help="folder holding the datasets (default: $MEMREAD_DATA, else ~/.cache/memread/data)")
 
 
 def cmd_train(args: argparse.Namespace) -> int:
@@ -164,8 +166,8 @@ def cmd_predict(args: argparse.Namespace) -> int:
         for line in errors[:20]:
             print(f"memread: error: {line}", file=sys.stderr)
         more = f" ({len(errors) - 20} more not shown)" if len(errors) > 20 else ""
-        raise MemreadError(f"{where_name}: {len(errors)} of {len(errors) + len(items)} input lines are malformed{more}; "
-                           f"nothing was predicted")
+        raise MemreadError(f"{where_name}: {len(errors)} of {len(errors) + len(items)} input lines are malformed"
+                           f"{more}; nothing was predicted")
     if args.generate and predictor.kind != "lm":
         raise MemreadError(f"--generate needs a language model; {args.run_dir} is a {predictor.kind} model")
     chunk = max(args.batch_size, 1) * 8
@@ -327,8 +329,9 @@ def cmd_data(args: argparse.Namespace) -> int:
 
         names = lambda text: [b for b in (text or "").split(",") if b]  # noqa: E731
         tagger = spacy_tagger() if args.tagger == "spacy" else None
-        manifest = write_cloze([Path(b) for b in args.books], Path(args.out), names(args.classes), names(args.valid_books),
-                               names(args.test_books), seed=args.seed, stride=args.stride, tagger=tagger)
+        manifest = write_cloze([Path(b) for b in args.books], Path(args.out), names(args.classes),
+                               names(args.valid_books), names(args.test_books), seed=args.seed, stride=args.stride,
+                               tagger=tagger)
         print(json.dumps({"out": args.out, "questions": manifest["questions"]}))
     return 0
 
@@ -348,7 +351,8 @@ def cmd_match_params(args: argparse.Namespace) -> int:
                       "baseline_hidden": args.hidden, "baseline_params": m.target, "difference": m.difference,
                       "vocab": args.vocab, "emb": args.emb,
                       "params_without_embedding": m.params - args.vocab * args.emb,
-                      "baseline_without_embedding": lm_parameters(base, args.vocab, args.emb, args.tie_weights) - args.vocab * args.emb}))
+                      "baseline_without_embedding":
+                          lm_parameters(base, args.vocab, args.emb, args.tie_weights) - args.vocab * args.emb}))
     return 0
 
 
@@ -358,7 +362,8 @@ def _trained_lm(args: argparse.Namespace, run_dir: str, device: str):
 
     cfg, task, model = load_trained(Path(run_dir), data_root(args.data_root), args.checkpoint, device)
     if cfg.task != "lm":
-        raise MemreadError(f"{run_dir}: a {cfg.task!r} run (data.name = {cfg.data.name!r}); {args.command} needs a language model")
+        raise MemreadError(f"{run_dir}: a {cfg.task!r} run (data.name = {cfg.data.name!r}); "
+                           f"{args.command} needs a language model")
     return cfg, task, model
 
 
@@ -394,7 +399,8 @@ def cmd_attention_span(args: argparse.Namespace) -> int:
         document_png(words, weights, pictures[-1], title=f"{name}\n{args.split}, {where}, {len(words)} tokens")
     print(position_table(rows))
     position_png(rows, out / "attention_by_position.png")
-    (out / "attention_by_position.json").write_text(json.dumps({"split": args.split, "runs": rows}, indent=2) + "\n", encoding="utf-8")
+    (out / "attention_by_position.json").write_text(json.dumps({"split": args.split, "runs": rows}, indent=2) + "\n",
+                                                    encoding="utf-8")
     written = [out / "attention_by_position.png", out / "attention_by_position.json", *pictures]
     print(f"wrote {', '.join(str(p) for p in written)}", file=sys.stderr)
     return 0
@@ -419,7 +425,8 @@ def _trained_translator(args: argparse.Namespace):
     run_dir = Path(args.run_dir)
     cfg = read_run_config(run_dir)
     if cfg.task != "translate":
-        raise MemreadError(f"{run_dir}: a {cfg.task!r} run (data.name = {cfg.data.name!r}); {args.command} needs a translation run")
+        raise MemreadError(f"{run_dir}: a {cfg.task!r} run (data.name = {cfg.data.name!r}); "
+                           f"{args.command} needs a translation run")
     return load_trained(run_dir, data_root(args.data_root), args.checkpoint, device)
 
 
@@ -434,7 +441,8 @@ def _decoding_options(p: argparse.ArgumentParser) -> None:
 
 def _check_decoding(args: argparse.Namespace) -> None:
     if args.beam < 1 or args.max_len < 1 or args.batch_size < 1:
-        raise MemreadError(f"--beam, --max-len and --batch-size must be at least 1, got {args.beam}, {args.max_len}, {args.batch_size}")
+        raise MemreadError(f"--beam, --max-len and --batch-size must be at least 1, "
+                           f"got {args.beam}, {args.max_len}, {args.batch_size}")
 
 
 def cmd_translate(args: argparse.Namespace) -> int:
@@ -484,8 +492,8 @@ def cmd_picture(args: argparse.Namespace) -> int:
 
     device = _device(args)
     out = Path(args.out) if args.out else _beside(Path(args.run_dir), f"attention_{args.split}_{args.index}.png")
-    print(json.dumps(picture(Path(args.run_dir), data_root(args.data_root), out, args.split, args.index, args.checkpoint,
-                             device)))
+    print(json.dumps(picture(Path(args.run_dir), data_root(args.data_root), out, args.split, args.index,
+                             args.checkpoint, device)))
     return 0
 
 
@@ -518,7 +526,8 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     from memread import __version__
-    from memread.bench import TOKEN_FLAGS  # torch-free: the token bench's defaults, which bench iaa/fusion check against
+    # torch-free: the token bench's defaults, which bench iaa/fusion check against
+    from memread.bench import TOKEN_FLAGS
 
     parser = argparse.ArgumentParser(prog="memread", description="Memory-augmented neural readers.")
     parser.add_argument("--version", action="version", version=f"memread {__version__}")
@@ -542,7 +551,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add_data_root(p)
     p.set_defaults(func=cmd_train)
 
-    p = sub.add_parser("export", help="a trained run as one portable model archive (safetensors weights, config, vocabulary)")
+    p = sub.add_parser("export",
+                       help="a trained run as one portable model archive (safetensors weights, config, vocabulary)")
     p.add_argument("run_dir")
     p.add_argument("out", help="the archive file to write, e.g. lstmn-ptb.safetensors")
     p.add_argument("--checkpoint", default="best", choices=["best", "last"])
@@ -557,7 +567,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--batch-size", type=int, default=32)
     p.add_argument("--checkpoint", default="best", choices=["best", "last"])
     p.add_argument("--attention", action="store_true", help="add the model's attention trace where its reader has one")
-    p.add_argument("--generate", type=int, default=0, metavar="N", help="language models: continue each text by N tokens")
+    p.add_argument("--generate", type=int, default=0, metavar="N",
+                   help="language models: continue each text by N tokens")
     p.add_argument("--sample", action="store_true", help="with --generate: sample instead of the most probable token")
     p.add_argument("--temperature", type=float, default=1.0)
     p.add_argument("--seed", type=int, default=None, help="with --sample: a repeatable draw (seed + line number)")
@@ -586,7 +597,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--split", default="test", choices=["train", "valid", "test"])
     p.add_argument("--checkpoint", default="best", choices=["best", "last"])
     p.add_argument("--metric", default=None, help="default: the criterion's selection metric (ppl, accuracy, map)")
-    p.add_argument("--batch-size", type=int, default=0, help="the same for both runs (default: run A's eval batch size)")
+    p.add_argument("--batch-size", type=int, default=0,
+                   help="the same for both runs (default: run A's eval batch size)")
     p.add_argument("--resamples", type=int, default=10_000)
     p.add_argument("--confidence", type=float, default=0.95)
     p.add_argument("--seed", type=int, default=0)
@@ -608,11 +620,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--steps", type=int, default=TOKEN_FLAGS["steps"], help="sequence length (time steps)")
     p.add_argument("--emb", type=int, default=TOKEN_FLAGS["emb"])
     p.add_argument("--hidden", type=int, default=TOKEN_FLAGS["hidden"])
-    p.add_argument("--vocab", type=int, default=TOKEN_FLAGS["vocab"], help="0: reader alone; N: whole LM with an N-word softmax")
+    p.add_argument("--vocab", type=int, default=TOKEN_FLAGS["vocab"],
+                   help="0: reader alone; N: whole LM with an N-word softmax")
     p.add_argument("--repeats", type=int, default=TOKEN_FLAGS["repeats"])
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="reader config value")
     p.add_argument("--match-params", action="store_true",
-                   help="choose the reader's hidden size so its model (the LM with --vocab) has the LSTM's parameter count")
+                   help="choose the reader's hidden size so its model (the LM with --vocab) "
+                   "has the LSTM's parameter count")
     _add_device(p)  # the reader, its baseline and their inputs
     p.set_defaults(func=cmd_bench)
 
@@ -628,7 +642,8 @@ def build_parser() -> argparse.ArgumentParser:
     dsub = p.add_subparsers(dest="data_command", required=True)
     from memread.data.catalog import DATASETS
 
-    d = dsub.add_parser("download", help="fetch a public dataset's canonical archive into the data root (resumable, checked)")
+    d = dsub.add_parser("download",
+                        help="fetch a public dataset's canonical archive into the data root (resumable, checked)")
     d.add_argument("dataset", choices=list(DATASETS), metavar="DATASET", help=f"one of: {', '.join(DATASETS)}")
     d.add_argument("--url", help="archive URL, or the folder URL of a dataset fetched file by file (iwslt14-de-en) "
                    "(default: the canonical public source, or $MEMREAD_DOWNLOAD_BASE/<archive or file>)")
@@ -653,7 +668,8 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--tagger", choices=["none", "spacy"], default="none", help="spacy: Penn tags from spaCy (optional)")
     p.set_defaults(func=cmd_data)
 
-    p = sub.add_parser("match-params", help="the reader's hidden size whose LM has the parameter count of the baseline LM")
+    p = sub.add_parser("match-params",
+                       help="the reader's hidden size whose LM has the parameter count of the baseline LM")
     p.add_argument("reader")
     p.add_argument("--vocab", type=int, required=True, help="vocabulary size (PTB in memread: 10001)")
     p.add_argument("--emb", type=int, default=300, help="word embedding size w")
@@ -673,7 +689,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add_data_root(p)
     p.set_defaults(func=cmd_cbt_lm)
 
-    p = sub.add_parser("attention-span", help="average attention by position in the history, and one document's weights")
+    p = sub.add_parser("attention-span",
+                       help="average attention by position in the history, and one document's weights")
     p.add_argument("run_dirs", nargs="+", help="runs of attention / kv / kvp readers (or lstmn, over its span)")
     p.add_argument("--split", default="test", choices=["train", "valid", "test"])
     p.add_argument("--checkpoint", default="best", choices=["best", "last"])
@@ -694,7 +711,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--log-y", action="store_true", help="logarithmic metric axis")
     p.set_defaults(func=cmd_curves)
 
-    p = sub.add_parser("translate", help="translate tokenized sentences from stdin (one a line, lowercased as the training data) with a translation run")
+    p = sub.add_parser("translate", help="translate tokenized sentences from stdin (one a line, lowercased as the "
+                       "training data) with a translation run")
     p.add_argument("run_dir")
     _decoding_options(p)
     _add_data_root(p)
@@ -726,7 +744,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add_data_root(p)
     p.set_defaults(func=cmd_picture)
 
-    p = sub.add_parser("reproduce", help="the papers' table rows: list them with our numbers and verdicts, or rerun one")
+    p = sub.add_parser("reproduce",
+                       help="the papers' table rows: list them with our numbers and verdicts, or rerun one")
     p.add_argument("target", metavar="list|ROW_ID", help="'list': every row; a row id: train its config and record it")
     p.add_argument("--markdown", action="store_true", help="with list: the markdown of results/REPRODUCTION.md")
     p.add_argument("--seeds", type=int, default=1, metavar="N", help="train seeds 1..N (default 1)")
