@@ -293,9 +293,7 @@ class Trainer:
     def budget_raised(T: Any, stopped: str | None, epoch: int, step: int) -> bool:
         """Whether a run that ran out of epochs or steps has been given more (an early stop is final; a run
         stopped by its time limit, ``max_minutes``, has a new allowance in each process)."""
-        if stopped == "max_minutes":
-            return epoch < T.epochs and not (T.max_steps and step >= T.max_steps)
-        if stopped == "epochs":
+        if stopped in ("epochs", "max_minutes"):
             return epoch < T.epochs and not (T.max_steps and step >= T.max_steps)
         if stopped == "max_steps":
             return (not T.max_steps or step < T.max_steps) and epoch < T.epochs
