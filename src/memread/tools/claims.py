@@ -36,6 +36,9 @@ BUDGETS = {
     "claim-sst-binary-2layer-lstmn-vs-lstm": "to early stopping (patience 3; best valid epoch 1-2)",
     "claim-sst-binary-nse-vs-lstm": "NSE: 4 of the paper's 25 epochs of phrases; LSTM to early stopping",
     "claim-sst-binary-nse-vs-lstmn": "NSE: 4 of the paper's 25 epochs of phrases; LSTMN to early stopping",
+    "claim-sst-fine-2layer-lstmn-vs-lstm": "to early stopping (patience 3; early stops at epoch 4-7)",
+    "claim-wikiqa-mma-nse-vs-lstm-1x300": "to early stopping (patience 4 half-epoch evaluations, 8 epochs at most); "
+                                          "both readers 1 x 300",
 }
 
 
