@@ -47,18 +47,24 @@ def claim_records(results: Iterable[dict]) -> list[dict]:
     latest: dict[str, dict] = {}
     for rec in results:
         exp, metric = str(rec.get("experiment", "")), str(rec.get("metric", ""))
-        if exp.startswith(CLAIM_PREFIX) and metric.endswith("_difference") and _number(rec.get("value")):
+        if exp.startswith(CLAIM_PREFIX) and metric.endswith("_difference") and is_number(rec.get("value")):
             latest[exp] = rec
     return list(latest.values())
 
 
-def _number(x) -> bool:
+def is_number(x) -> bool:
+    """A finite int or float (not a bool): a value a results line can be judged on."""
     return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+
+
+def cell(text: str) -> str:
+    """Text for a markdown table cell (its pipes escaped)."""
+    return text.replace("|", "\\|")
 
 
 def _p(rec: dict) -> float | None:
     p = rec.get("pooled_p_value", rec.get("p_value"))
-    return float(p) if _number(p) else None
+    return float(p) if is_number(p) else None
 
 
 def _interval(rec: dict) -> tuple[float, float] | None:
@@ -71,7 +77,7 @@ def claim_verdict(rec: dict) -> str:
     if rec.get("converged") is False:
         return "not converged"
     paper, p, diff = rec.get("paper_value"), _p(rec), float(rec["value"])
-    if not _number(paper):
+    if not is_number(paper):
         return "no claim in the paper"
     if p is None:
         return "no paired test"
@@ -86,8 +92,8 @@ def claim_verdict(rec: dict) -> str:
 def _side(values, mean, std) -> str:
     """``81.35 ± 0.83`` over seeds, or the one value."""
     if isinstance(values, list):
-        return f"{_g(mean)} ± {_g(std)}" if _number(mean) and _number(std) else "-"
-    return _g(values) if _number(values) else "-"
+        return f"{_g(mean)} ± {_g(std)}" if is_number(mean) and is_number(std) else "-"
+    return _g(values) if is_number(values) else "-"
 
 
 def _g(x: float) -> str:
@@ -122,7 +128,7 @@ def claims_markdown(results: Iterable[dict]) -> list[str]:
         n = len(seeds) if isinstance(seeds, list) else 1
         interval = f" [{_signed(ci[0])}, {_signed(ci[1])}]" if ci else ""
         verdict = claim_verdict(rec)
-        if ci and _number(paper) and verdict not in ("not converged",) and not ci[0] <= paper <= ci[1]:
+        if ci and is_number(paper) and verdict not in ("not converged",) and not ci[0] <= paper <= ci[1]:
             verdict += " (paper outside)"
         budget = str(rec.get("budget") or BUDGETS.get(rec["experiment"], "-"))
         welch = rec.get("welch_p")
@@ -130,7 +136,7 @@ def claims_markdown(results: Iterable[dict]) -> list[str]:
                  _side(rec.get("a"), rec.get("mean_a"), rec.get("std_a")),
                  _side(rec.get("b"), rec.get("mean_b"), rec.get("std_b")),
                  _signed(diff) + interval, f"{p:.3g}" if p is not None else "-",
-                 f"{welch:.3g}" if _number(welch) else "-", _signed(paper) if _number(paper) else "-", str(n),
+                 f"{welch:.3g}" if is_number(welch) else "-", _signed(paper) if is_number(paper) else "-", str(n),
                  budget, str(rec.get("commit") or "-"), verdict]
-        lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
+        lines.append("| " + " | ".join(map(cell, cells)) + " |")
     return lines

@@ -30,7 +30,6 @@ row lists and the lines ``memread reproduce ROW_ID`` appends under the row's own
 from __future__ import annotations
 
 import json
-import math
 import os
 import statistics
 import subprocess
@@ -41,7 +40,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
 from memread.errors import MemreadError
-from memread.tools.claims import claims_markdown
+from memread.tools.claims import cell, claims_markdown, is_number
 
 REPO = Path(__file__).resolve().parents[3]  # the checkout this module sits in (src/memread/tools/..)
 
@@ -527,10 +526,6 @@ def load_results(path: str | os.PathLike) -> list[dict]:
     return out
 
 
-def _number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-
-
 def best_recorded(row: Row, results: Iterable[dict], table: Sequence[Row] | None = None) -> Recorded | None:
     """Our best recorded value for ``row`` (its metric on its split), or None.
 
@@ -554,7 +549,7 @@ def best_recorded(row: Row, results: Iterable[dict], table: Sequence[Row] | None
         if rec.get("metric") != row.metric or rec.get("split") != row.split or "seed" in rec:
             continue
         value = rec.get("value")
-        if not _number(value):
+        if not is_number(value):
             continue
         seeds = rec.get("seeds")
         several = isinstance(seeds, list) and len(seeds) >= 2
@@ -564,8 +559,8 @@ def best_recorded(row: Row, results: Iterable[dict], table: Sequence[Row] | None
     if best is None:
         return None
     rec = best[1]
-    per_seed = [v for v in rec.get("per_seed") or [] if _number(v)]
-    std = rec.get("std") if _number(rec.get("std")) else (statistics.stdev(per_seed) if len(per_seed) >= 2 else None)
+    per_seed = [v for v in rec.get("per_seed") or [] if is_number(v)]
+    std = rec.get("std") if is_number(rec.get("std")) else (statistics.stdev(per_seed) if len(per_seed) >= 2 else None)
     seeds = rec.get("seeds")
     seeds = tuple(int(s) for s in seeds) if isinstance(seeds, list) and all(isinstance(s, int) for s in seeds) else None
     budget = rec.get("budget") or BUDGETS.get(rec["experiment"]) or _short(str(rec.get("command") or ""), 80)
@@ -653,10 +648,6 @@ def summary(table: Sequence[Row], results: Sequence[dict]) -> list[dict]:
     return out
 
 
-def _cell(text: str) -> str:
-    return text.replace("|", "\\|")
-
-
 VERDICT_RULE = (
     "**Verdict rule** (`memread.tools.reproduce.verdict`). *margin* = ours - paper for accuracy, MAP, MRR and BLEU, "
     "paper - ours for perplexity and MSE; *std* = the standard deviation of our number over seeds (0 for one seed). "
@@ -704,7 +695,7 @@ def render_markdown(table: Sequence[Row], results: Sequence[dict]) -> str:
                 config = f"`{r.config}`" if r.config else "-"
                 if r.note:
                     config += f" ({r.note})"
-                lines.append("| " + " | ".join(_cell(c) for c in (
+                lines.append("| " + " | ".join(cell(c) for c in (
                     f"`{r.id}`", r.name, r.dataset, f"{r.metric} ({r.split})", _paper(r.paper_value, r.metric), config,
                     ours_text(r, best), verdict_text(r, best))) + " |")
     return "\n".join(lines) + "\n"
@@ -880,7 +871,7 @@ def reproduce(row_id: str, seeds: int = 1, run_root: str | os.PathLike = "runs/r
             values = {}
             for s, final in finals.items():
                 value = final.get(split, {}).get(metric)
-                if not _number(value):
+                if not is_number(value):
                     raise MemreadError(f"{row.id}: the {split} evaluation has no {metric!r} (it has "
                                        f"{', '.join(sorted(final.get(split, {})))}); nothing was recorded")
                 values[s] = value * row.scale
