@@ -389,9 +389,9 @@ class _NSELoop(torch.autograd.Function):
         ctx.set_materialize_grads(False)
         last = (*(hid[layer, T].clone() for layer in range(layers)),
                 *(cells[layer, T].clone() for layer in range(layers))) if states else ()
-        # the final memories as tensors of their own: a view would keep the whole (T + 1)-step buffer alive as long
-        # as M_T is (under checkpoint_steps, every segment's buffer, since each segment's M_T starts the next)
-        return h, zs[0], *(buf[final].clone() for buf in mem), *zs[1:], *last
+        # in training the final memories are tensors of their own: a view would keep the whole (T + 1)-step buffer
+        # alive as long as M_T is (under checkpoint_steps, every segment's, since each segment's M_T starts the next)
+        return h, zs[0], *(buf[final].clone() if store else buf[final] for buf in mem), *zs[1:], *last
 
     @staticmethod
     @once_differentiable
