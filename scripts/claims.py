@@ -112,16 +112,19 @@ CLAIMS = {c.name: c for c in (
            "lstmn-zero-slot": Run("lstmn-t1-lstmn", 80, (*PTB_PAPER, "reader.span=35",
                                                          'reader.tape_start="zero_slot"')),
            "lstm": Run("lstmn-t1-lstm", 55, PTB_PAPER)},
-          [("lstmn-empty", "lstm", "lstmn-empty-vs-lstm", -7.0), ("lstmn-zero-slot", "lstm", "lstmn-zero-slot-vs-lstm", -7.0),
+          [("lstmn-empty", "lstm", "lstmn-empty-vs-lstm", -7.0),
+           ("lstmn-zero-slot", "lstm", "lstmn-zero-slot-vs-lstm", -7.0),
            ("lstmn-empty", "lstmn-zero-slot", "empty-vs-zero-slot", None)], seeds=1, paper_setup=False),
     # Sordoni et al.'s comparison on the cloze data that exists here: bAbI en-10k, 9 tasks trained jointly (no table
     # of the paper reports bAbI: the runs name configs, not rows). The paper (CBT-NE test, Table 2): IAA 68.6, fixed
     # query 66.0, AS Reader 68.6. An epoch of IAA is ~10 min of one core: 20 epochs are GPU work
     Claim("babi-iaa", "IAA > fixed-query attention and IAA >= AS Reader (Sordoni Table 2: 68.6, 66.0, 68.6 on "
           "CBT-NE), on bAbI en-10k's 9 single-word tasks, 3 seeds",
-          {"iaa": Run("", 200, config="configs/babi/iaa.toml"), "fixed": Run("", 200, config="configs/babi/fixed.toml"),
+          {"iaa": Run("", 200, config="configs/babi/iaa.toml"),
+           "fixed": Run("", 200, config="configs/babi/fixed.toml"),
            "as": Run("", 60, config="configs/babi/as.toml")},
-          [("iaa", "fixed", "iaa-vs-fixed", 0.026), ("iaa", "as", "iaa-vs-as", 0.0), ("fixed", "as", "fixed-vs-as", -0.026)],
+          [("iaa", "fixed", "iaa-vs-fixed", 0.026), ("iaa", "as", "iaa-vs-as", 0.0),
+           ("fixed", "as", "fixed-vs-as", -0.026)],
           paper_setup=False),
     # Figure 2c's models at the LSTM LM's parameter count, the paper's recipe (no dropout) on PTB (its Wikipedia
     # corpus is not here), to early stopping; the paper's ordering: KVP (75.8) < KV (78.2) < attention (82.0) <

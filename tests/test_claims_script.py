@@ -103,7 +103,8 @@ def test_a_claim_on_configs_without_rows_and_more_seeds_than_its_own(tmp_path, m
     cmd = claims.train_command(babi, "fixed", 3)
     assert cmd[2] == "configs/babi/fixed.toml" and cmd[cmd.index("--run-dir") + 1] == "runs/claims/babi-iaa/fixed/seed3"
     three = claims.replace(claims.CLAIMS["daniluk-fig2c"], seeds=3)
-    assert len([w for q in claims.queues(three, 15) for w in q]) == 15 and all(len(q) == 1 for q in claims.queues(three, 15))
+    fifteen = claims.queues(three, 15)
+    assert len([w for q in fifteen for w in q]) == 15 and all(len(q) == 1 for q in fifteen)
     first = claims.finish_commands(three)[0]
     assert first[2:6] == ["runs/claims/daniluk-fig2c/attention-L10", "runs/claims/daniluk-fig2c/lstm", "--seeds", "3"]
 
