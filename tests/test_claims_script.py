@@ -38,10 +38,11 @@ def test_each_claim_trains_rows_that_exist_with_overrides_that_load(name):
     assert sorted(work) == sorted((label, s) for label in claim.runs for s in range(1, claim.seeds + 1))
 
 
-def test_queues_put_the_longest_runs_first_on_the_least_loaded_queue():
+def test_queues_go_seed_by_seed_longest_first_onto_the_least_loaded_queue():
+    """A claim cut short by the session's end keeps whole seeds: every run of seed 1 starts before any of seed 2."""
     claim = claims.Claim("t", "test", {"a": claims.Run("x", 50), "b": claims.Run("y", 6)}, [("a", "b", "a-vs-b", 1.0)])
     q1, q2 = claims.queues(claim, 2)
-    assert q1 == [("a", 1), ("a", 3)] and q2 == [("a", 2), ("b", 1), ("b", 2), ("b", 3)]
+    assert q1 == [("a", 1), ("b", 2), ("a", 3)] and q2 == [("b", 1), ("a", 2), ("b", 3)]
 
 
 def test_a_claim_off_the_papers_setup_keeps_its_runs_apart_and_records_only_comparisons(tmp_path, monkeypatch):
