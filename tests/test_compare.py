@@ -35,7 +35,7 @@ def _cases():
     labels = torch.randint(C, (B,), generator=g)
     cls = (CrossEntropy(), ModelOutput(logits=torch.randn(B, C, generator=g)), {"label": labels})
     rating = (RatingCriterion([1.0, 2.0, 4.0, 5.0]), ModelOutput(logits=torch.randn(B, C, generator=g)), {"label": labels})
-    cloze = (ClozeNLL(ClozeNLLConfig(), ["qa1", "qa2", "qa3"]), ModelOutput(logits=torch.randn(B, C, generator=g).log_softmax(-1)),
+    cloze = (ClozeNLL(ClozeNLLConfig(normalize="candidates"), ["qa1", "qa2", "qa3"]), ModelOutput(logits=torch.randn(B, C, generator=g).log_softmax(-1)),
              {"answer": labels, "group": torch.tensor([0, 2, 2, 0, 2])})
     # WikiQA: 9 candidates of 3 questions (the middle one has no correct candidate: filtered out of MAP)
     question = torch.tensor([0, 0, 0, 1, 1, 2, 2, 2, 2])

@@ -302,7 +302,8 @@ def test_earlier_task_form_reads_as_data_head_and_criterion():
                                 "reader": {"name": "gru", "hidden": 64, "bidirectional": True}}, "babi.toml")
     assert cfg.data == BabiClozeConfig(dir="babi/en-10k", tasks=(1, 2), max_sentences=50, bucket=20)
     assert cfg.head == IAAHeadConfig(emb=64, dropout=0.2, init="paper", steps=8, inference=128, fixed_query=True)
-    assert cfg.criterion == ClozeNLLConfig(emb_l2=1e-4) and cfg.task == "cloze"
+    # the earlier form predates criterion.normalize: it trained on the candidates' renormalised pointer-sum
+    assert cfg.criterion == ClozeNLLConfig(emb_l2=1e-4, normalize="candidates") and cfg.task == "cloze"
     run_dir_json = {"name": "cloze", "dataset": "files", "head": "as_reader", "emb": 32, "dropout": 0.0, "stories": 4000,
                     "story_seed": 0, "train_file": "a", "valid_file": "b", "test_file": "c", "books": [], "valid_books": [],
                     "test_books": [], "word_class": "NE", "window_stride": 1, "babi_dir": "babi/en-10k",
@@ -311,7 +312,7 @@ def test_earlier_task_form_reads_as_data_head_and_criterion():
                     "inference": 512, "gate_hidden": 0, "fixed_query": False}
     cfg = experiment_from_dict({"task": run_dir_json, "reader": {"name": "gru"}}, "config.json")
     assert cfg.data.name == "cbt" and (cfg.data.train_file, cfg.data.min_count) == ("a", 2)
-    assert cfg.head == ASReaderHeadConfig(emb=32, share_encoder=True) and cfg.criterion == ClozeNLLConfig()
+    assert cfg.head == ASReaderHeadConfig(emb=32, share_encoder=True) and cfg.criterion == ClozeNLLConfig(normalize="candidates")
     with pytest.raises(MemreadError, match="'task.dataset' must be one of"):
         experiment_from_dict({"task": {"name": "cloze", "dataset": "squad"}, "reader": {"name": "gru"}}, "x.toml")
 

@@ -6,12 +6,12 @@
   with and without autograd, its in-place tapes give the gradients of the concatenated ones, gradients
   equal the naive ones and reach every parameter, and the zero slot changes the outputs from the second
   target token on;
-- the cloze criterion's ``normalize``: ``"document"`` is the papers' pointer-sum objective
-  ``-log sum_{i in I(a, d)} s_i`` (hand-checked), it differs from the default renormalised one exactly
-  by the log of the candidates' attention mass (equal when the candidates' positions hold all of it),
-  its gradients reach every parameter of the pointer-sum heads, a tiny stories run trains with it, a
-  head without document attention is refused, and configs and run directories without the key keep
-  the default.
+- the cloze criterion's ``normalize``: ``"document"`` (the default) is the papers' pointer-sum objective
+  ``-log sum_{i in I(a, d)} s_i`` (hand-checked), it differs from the renormalised one ("candidates")
+  exactly by the log of the candidates' attention mass (equal when the candidates' positions hold all of
+  it), its gradients reach every parameter of the pointer-sum heads, a tiny stories run trains with it, a
+  head without document attention is refused, and run directories written before the key read as they
+  were trained ("candidates").
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from memread.criteria import CRITERIA
 from memread.criteria.cloze import ClozeNLLConfig
 from memread.data.pipelines.cloze import ClozePipeline, StoriesClozeConfig
 from memread.errors import MemreadError
-from memread.experiment import final_evaluation, load_trained, start_run
+from memread.experiment import final_evaluation, load_trained, resume_run, start_run
 from memread.heads import HEADS
 from memread.heads.base import ModelOutput
 from memread.modules.pointer_sum import answer_log_prob, candidate_log_probs, occurrences
@@ -255,8 +255,8 @@ def test_document_normalisation_reaches_every_parameter_of_the_pointer_sum_heads
     expected = -answer_log_prob(out.attention, out.extra["hits"], batch["answer"]).mean() \
         + 1e-4 * model.embedding.weight.pow(2).sum()
     torch.testing.assert_close(loss.value, expected)
-    default = stories_task(head, "candidates", **options).build_criterion(model)(out, batch)
-    assert loss.value.item() > default.value.item() + 1e-3  # stories' documents hold non-candidate words
+    renormalised = stories_task(head, "candidates", **options).build_criterion(model)(out, batch)
+    assert loss.value.item() > renormalised.value.item() + 1e-3  # stories' documents hold non-candidate words
     loss.value.backward()
     for name, p in model.named_parameters():
         assert p.grad is not None and p.grad.abs().sum() > 0, name
@@ -268,7 +268,7 @@ def test_document_normalisation_needs_a_pointer_sum_head():
         task.build_criterion(task.build_model(0))
     with pytest.raises(MemreadError, match="pointer-sum head"):  # an output without attention and hits
         criterion("document")(ModelOutput(logits=torch.zeros(1, 2)), {"answer": torch.tensor([0])})
-    stories_task("final_state", "candidates").build_criterion(task.build_model(0))  # the default serves it
+    stories_task("final_state", "candidates").build_criterion(task.build_model(0))  # its only form
 
 
 def test_a_tiny_stories_run_trains_with_the_papers_objective(tmp_path):
@@ -289,12 +289,19 @@ def test_a_tiny_stories_run_trains_with_the_papers_objective(tmp_path):
     assert saved["criterion"]["normalize"] == "document"  # the run directory says which objective it trained
 
 
-def test_configs_and_run_directories_without_the_key_keep_the_default(fixtures, tmp_path):
-    """``normalize`` defaults to "candidates" (memread's form before the option): the shipped configs,
-    whose pinned first losses were taken with it, and earlier run directories read as they were."""
-    cfg = experiment_from_dict({"data": {"name": "stories"}, "reader": {"name": "gru", "bidirectional": True},
-                                "head": {"name": "iaa"}, "criterion": {"name": "cloze_nll"}}, "test")
-    assert cfg.criterion.normalize == "candidates"
+def test_the_papers_objective_is_the_default_and_runs_written_before_the_key_read_as_trained(fixtures, tmp_path):
+    """``normalize`` defaults to "document", the papers' objective; ``final_state`` (no document attention) is
+    refused without "candidates", naming the key. Run directories written before the key existed trained on
+    "candidates" (memread's only form then): the earlier [task] form and a new-form config.json without the key
+    both read as "candidates", evaluate to their own numbers and resume without a config mismatch."""
+    base = {"data": {"name": "stories", "stories": 60}, "reader": {"name": "gru", "hidden": 6, "bidirectional": True},
+            "criterion": {"name": "cloze_nll"}}
+    assert experiment_from_dict({**base, "head": {"name": "iaa"}}, "test").criterion.normalize == "document"
+    with pytest.raises(MemreadError, match=r"test: key 'criterion.normalize' is 'document'.*final_state"):
+        experiment_from_dict({**base, "head": {"name": "final_state"}}, "test")
+    both = {**base, "head": {"name": "final_state"}, "criterion": {"name": "cloze_nll", "normalize": "candidates"}}
+    assert experiment_from_dict(both, "test").criterion.normalize == "candidates"
+    # the earlier [task] form
     run = tmp_path / "cloze-stories-iaa"
     shutil.copytree(fixtures / "legacy-runs" / "cloze-stories-iaa", run)
     cfg, _, _ = load_trained(run, tmp_path)
@@ -304,6 +311,26 @@ def test_configs_and_run_directories_without_the_key_keep_the_default(fixtures, 
     for split in ("valid", "test"):
         for key, value in expected[split].items():
             assert got[split][key] == pytest.approx(value, rel=1e-6), (split, key)
+    # a new-form run of the candidates' objective, its config.json and checkpoint as a memread before the key
+    # wrote them (without it)
+    cfg = experiment_from_dict({**base, "head": {"name": "as_reader", "emb": 8},
+                                "criterion": {"name": "cloze_nll", "normalize": "candidates"},
+                                "train": {"max_steps": 2, "batch_size": 16, "progress": False, "seed": 1}}, "test")
+    new = tmp_path / "new"
+    start_run(cfg, new, tmp_path).fit()
+    raw = json.loads((new / "config.json").read_text())
+    del raw["criterion"]["normalize"]
+    (new / "config.json").write_text(json.dumps(raw))
+    payload = torch.load(new / "checkpoint_last.pt", weights_only=True)
+    saved = json.loads(payload["config"])
+    del saved["criterion"]["normalize"]
+    payload["config"] = json.dumps(saved)
+    torch.save(payload, new / "checkpoint_last.pt")
+    assert load_trained(new, tmp_path)[0].criterion.normalize == "candidates"
+    trainer = resume_run(new, tmp_path, ["train.max_steps=3"])
+    assert trainer.cfg.criterion.normalize == "candidates" and trainer.criterion.normalize == "candidates"
+    trainer.fit()
+    assert json.loads((new / "config.json").read_text())["criterion"]["normalize"] == "candidates"  # now written
 
 
 @pytest.mark.parametrize("data, head", [({"name": "snli"}, {"name": "pair", "encoder": "deep_fusion", "emb": 8}),

@@ -2,7 +2,8 @@
 reader, head, criterion, pipeline or the loop that moves a number fails here.
 
 The pins in fixtures/recipe_pins.json were taken by ``scripts/pin_recipes.py --write`` with the code before
-the data/head/criterion split (commit 66000a0 + the loop's ``train_step``); a config whose data is not in
+the data/head/criterion split (commit 66000a0 + the loop's ``train_step``), the cloze and bAbI ones taken
+again when their configs took the papers' pointer-sum objective (issue 23); a config whose data is not in
 the data root has none (null) and is skipped, saying so. Configs that share a ``[data]`` section share one
 built pipeline, so each corpus (and its word vectors) is read once.
 

@@ -140,6 +140,23 @@ def upgrade(raw: dict, where: str) -> dict:
     return {**TASKS[name].upgrade(dict(task), where), **rest}
 
 
+# Keys added to a section after run directories and archives of it were written, with the value that is what
+# such a run was trained with: a stored config holds every key, so one without the key predates it. A new
+# config without the key gets the field's default instead (the papers' form, where that differs).
+EARLIER_VALUES = {("criterion", "cloze_nll", "normalize"): "candidates"}
+
+
+def upgrade_stored(raw: dict, where: str) -> dict:
+    """A run directory's, checkpoint's or archive's config in the current form (:func:`upgrade`), with the keys
+    it predates set to what it was trained with (:data:`EARLIER_VALUES`)."""
+    raw = upgrade(raw, where)
+    for (section, name, key), value in EARLIER_VALUES.items():
+        table = raw.get(section)
+        if isinstance(table, dict) and table.get("name") == name and key not in table:
+            raw = {**raw, section: {**table, key: value}}
+    return raw
+
+
 def _section(raw: dict, section: str, registry: dict, where: str, default: str | None = None) -> Any:
     table = raw.get(section, {} if default else None)
     if table is None:

@@ -15,7 +15,7 @@ from typing import Any, Callable
 
 import torch
 
-from memread.config import SECTIONS, ExperimentConfig, apply_overrides, experiment_from_dict, upgrade
+from memread.config import SECTIONS, ExperimentConfig, apply_overrides, experiment_from_dict, upgrade_stored
 from memread.data.vocab import Vocab
 from memread.errors import MemreadError, os_error_line
 from memread.inference.archive import archive_config, is_archive, load_archive
@@ -46,7 +46,7 @@ def _read_raw_config(run_dir: Path) -> dict:
         raise MemreadError(os_error_line(e, path)) from None
     if not isinstance(raw, dict):
         raise MemreadError(f"{path}: not a memread run config (a JSON object expected)")
-    return upgrade(raw, str(path))
+    return upgrade_stored(raw, str(path))
 
 
 def read_run_config(run_dir: Path, overrides: list[str] = ()) -> ExperimentConfig:

@@ -18,8 +18,8 @@ CRITERIA: dict[str, CriterionSpec] = {
     "lm_nll": CriterionSpec(LMNLLConfig, ("lm",), build_lm_nll, "next-word cross-entropy; perplexity"),
     "rating": CriterionSpec(RatingConfig, ("document",), build_rating, "cross-entropy over rating classes; accuracy, MSE of the argmax rating"),
     "cloze_nll": CriterionSpec(ClozeNLLConfig, ("cloze",), build_cloze_nll,
-                               "NLL of the answer over the candidates, or with normalize = \"document\" the papers' "
-                               "pointer-sum -log sum_{i in I(a)} s_i (+ embedding L2); accuracy, per bAbI task too"),
+                               "the papers' pointer-sum -log sum_{i in I(a)} s_i, or with normalize = \"candidates\" the "
+                               "NLL over the candidates (+ embedding L2); accuracy, per bAbI task too"),
     "token_nll": CriterionSpec(TokenNLLConfig, ("translate",), build_token_nll,
                                "target-token cross-entropy under teacher forcing; perplexity, accuracy"),
     "cross_entropy": CriterionSpec(CrossEntropyConfig, ("classify", "pair"), build_cross_entropy, "cross-entropy over classes; accuracy"),

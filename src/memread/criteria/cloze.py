@@ -9,28 +9,27 @@ task (``accuracy_qa1`` ...).
 **Which probability of the answer** (``normalize``), for the pointer-sum heads (``pointer``,
 ``as_reader``, ``iaa``; :mod:`memread.modules.pointer_sum`):
 
-- ``"candidates"`` (the default, memread's choice and its only form before the option): the
-  pointer-sum renormalised over the question's candidates, ``-log (sum_{i in I(a)} s_i / sum_c
-  sum_{i in I(c)} s_i)``: the model's logits as they are. It is the only form for the ``final_state``
-  head, which has no document attention.
-- ``"document"``: the papers' objective, ``-log P(a | d, q) = -log sum_{i in I(a, d)} s_i`` with ``s``
-  the softmax over all document positions (Kadlec et al. 2016, the AS Reader; Sordoni et al. 2016,
-  eq. (2): "the model is trained to maximize log P(a | Q, D)", and its section 5 names normalising
-  "only over the candidate answers" as a difference of the Stanford reader). The AS Reader authors'
-  code (github.com/rkadlec/asreader, ``as_reader.py``) does the same: the summed attention of each
-  candidate, unnormalised, into Blocks' ``CategoricalCrossEntropy`` (``-log y_hat[answer]``). We found
-  no public code of Sordoni et al. It takes the document attention and the occurrences the heads
-  already return (``ModelOutput.attention``, ``extra["hits"]``).
+- ``"document"`` (the default): the papers' objective, ``-log P(a | d, q) = -log sum_{i in I(a, d)} s_i``
+  with ``s`` the softmax over all document positions (Kadlec et al. 2016, the AS Reader; Sordoni et al.
+  2016, eq. (2): "the model is trained to maximize log P(a | Q, D)", and its section 5 names normalising
+  "only over the candidate answers" as a difference of the Stanford reader). The AS Reader authors' code
+  (github.com/rkadlec/asreader, ``as_reader.py``) does the same: the summed attention of each candidate,
+  unnormalised, into Blocks' ``CategoricalCrossEntropy`` (``-log y_hat[answer]``). We found no public code
+  of Sordoni et al. It takes the document attention and the occurrences the heads already return
+  (``ModelOutput.attention``, ``extra["hits"]``).
+- ``"candidates"``: the pointer-sum renormalised over the question's candidates, ``-log (sum_{i in I(a)}
+  s_i / sum_c sum_{i in I(c)} s_i)``: the model's logits as they are (the Stanford reader's choice). It is
+  the only form for the ``final_state`` head, which has no document attention: a config with that head
+  says ``normalize = "candidates"`` (refused otherwise, naming the key).
 
 The two losses differ by ``-log`` of the attention mass on the candidates' positions: equal where
 those positions hold all of it, larger with ``"document"`` otherwise -- on CBT, CNN and Gutenberg (10
 candidates among many words) and on bAbI too (the candidates are the story's words, not its
 punctuation) -- where it also pushes attention off the non-candidate positions. Accuracy and the
-predictions are the same function of the attention under both (the argmax over the candidates). The
-default stays ``"candidates"``: with ``"document"`` the first losses of every shipped cloze and bAbI
-config move (``tests/fixtures/recipe_pins.json``: ``configs/babi/as.toml`` 3.294 -> 3.451), and earlier
-run directories (which have no such key) must read as they were trained; the papers' form is one key
-away, ``[criterion] normalize = "document"``.
+predictions are the same function of the attention under both (the argmax over the candidates).
+``"candidates"`` was memread's only form before the option, and its default until issue 23 asked for the
+papers' text: run directories and archives written before the key existed read as ``"candidates"``, what
+they were trained with (:data:`memread.config.EARLIER_VALUES`).
 """
 
 from __future__ import annotations
@@ -54,9 +53,9 @@ from memread.typed import NonNegFloat
 class ClozeNLLConfig:
     name: Literal["cloze_nll"] = "cloze_nll"
     emb_l2: NonNegFloat = 0.0  # embedding L2 penalty added to the loss (Sordoni et al.: 1e-4)
-    # "candidates": P(a) renormalised over the candidates (memread's default); "document": the papers' pointer-sum
-    # objective -log sum_{i in I(a, d)} s_i, s the softmax over all document positions (pointer-sum heads only)
-    normalize: Literal["candidates", "document"] = "candidates"
+    # "document": the papers' pointer-sum objective -log sum_{i in I(a, d)} s_i, s the softmax over all document
+    # positions (pointer-sum heads only); "candidates": P(a) renormalised over the candidates (any cloze head)
+    normalize: Literal["document", "candidates"] = "document"
 
 
 def answer_stats(log_p: Tensor, batch: dict, nll: Tensor | None = None) -> tuple[Tensor, dict[str, Tensor]]:

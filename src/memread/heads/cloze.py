@@ -19,10 +19,10 @@ is the criterion's (``[criterion] emb_l2``).
 
 ``model(batch)`` returns ``ModelOutput(logits=log P over the candidates (B, C), attention=the
 answer's document attention (B, Td) for the pointer-sum heads, extra={"hits": (B, Td, C)}``: where
-each candidate occurs); the loss is :mod:`memread.criteria.cloze`'s: by default the NLL of those
-logits (renormalised over the candidates), with ``[criterion] normalize = "document"`` the papers'
-pointer-sum objective ``-log sum_{i in I(a, d)} s_i`` from ``attention`` and ``hits`` (the pointer-sum
-heads: ``answers_by_pointer_sum``).
+each candidate occurs); the loss is :mod:`memread.criteria.cloze`'s: by default the papers' pointer-sum
+objective ``-log sum_{i in I(a, d)} s_i`` from ``attention`` and ``hits`` (the pointer-sum heads:
+``answers_by_pointer_sum``), with ``[criterion] normalize = "candidates"`` the NLL of those logits
+(renormalised over the candidates; the only form for ``final_state``).
 """
 
 from __future__ import annotations

@@ -18,7 +18,7 @@ from typing import Any
 
 import torch
 
-from memread.config import ExperimentConfig, experiment_from_dict, upgrade
+from memread.config import ExperimentConfig, experiment_from_dict, upgrade_stored
 from memread.data.vocab import Vocab
 from memread.errors import MemreadError, os_error_line
 
@@ -88,7 +88,7 @@ def archive_config(path: Path) -> tuple[ExperimentConfig, Vocab]:
         vocab = Vocab.from_dict(json.loads(meta["vocab"]))
     except (json.JSONDecodeError, KeyError, TypeError, ValueError) as e:
         raise MemreadError(f"{path}: the archive's config or vocabulary is not readable ({e})") from None
-    return experiment_from_dict(upgrade(raw, f"{path} (config)"), f"{path} (config)"), vocab
+    return experiment_from_dict(upgrade_stored(raw, f"{path} (config)"), f"{path} (config)"), vocab
 
 
 def load_archive(path: Path, data_root: Path, device: str = "cpu") -> tuple[ExperimentConfig, Any, torch.nn.Module]:

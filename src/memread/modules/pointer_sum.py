@@ -13,11 +13,11 @@ Two normalisations (the cloze criterion's ``normalize``, :mod:`memread.criteria.
 
 - :func:`candidate_log_probs`: the distribution renormalised over the candidates,
   ``P(a) = sum_{i in I(a)} d_i / sum_c sum_{i in I(c)} d_i`` -- what every cloze head returns as its
-  answer distribution (its logits), and what ``normalize = "candidates"`` (the default) trains on;
+  answer distribution (its logits), and what ``normalize = "candidates"`` trains on;
 - :func:`answer_log_prob`: the papers' ``log P(a | Q, D) = log sum_{i in I(a, D)} d_i`` with ``d`` the
   softmax over all document positions, not renormalised (Kadlec et al. 2016; Sordoni et al. 2016,
   eq. (2) and section 5: it is the Stanford reader that "normalizes the output probabilities only over
-  the candidate answers"); ``normalize = "document"`` trains on it.
+  the candidate answers"); ``normalize = "document"`` (the default) trains on it.
 
 The two differ by ``log sum_c sum_{i in I(c)} d_i``, the log of the attention mass on the candidates'
 positions: they are equal only when the candidates' positions hold all of it (not even on bAbI, whose

@@ -18,6 +18,10 @@ def check(cfg, where: str) -> None:
     if cfg.head.name == "final_state" and not READERS[cfg.reader.name].carries_state:
         raise MemreadError(f"{where}: head 'final_state' continues reading the query from the document's state; "
                            f"reader '{cfg.reader.name}' carries no state (use one of {', '.join(readers_with('carries_state'))})")
+    if cfg.head.name == "final_state" and getattr(cfg.criterion, "normalize", None) == "document":
+        raise MemreadError(f"{where}: key 'criterion.normalize' is 'document' (the default: the papers' pointer-sum "
+                           f"objective over the document attention); head 'final_state' answers from its final "
+                           f"state, without document attention: set normalize = \"candidates\" in [criterion]")
     if cfg.head.name == "iaa" and cfg.head.steps < 1:
         raise MemreadError(f"{where}: key 'head.steps' must be at least 1, got {cfg.head.steps}")
     if cfg.data.name == "babi" and not set(cfg.data.tasks) <= set(TASK_NAMES):
@@ -44,6 +48,7 @@ HEAD_KEYS = {"pointer": (), "final_state": (), "as_reader": ("share_encoder",),
 
 
 def upgrade(task: dict, where: str) -> dict:
+    """The earlier form predates ``criterion.normalize``: it trained on the candidates' renormalised pointer-sum."""
     dataset, head = task.get("dataset", "stories"), task.get("head", "pointer")
     if dataset not in LEGACY_DATASETS:
         raise MemreadError(f"{where}: key 'task.dataset' must be one of {sorted(LEGACY_DATASETS)}, got {dataset!r}")
@@ -55,7 +60,7 @@ def upgrade(task: dict, where: str) -> dict:
     routes["emb_l2"] = ("criterion", "emb_l2")
     rest = {k: v for k, v in task.items() if k not in ("dataset", "head")}
     return upgrade_sections(rest, where, routes, LEGACY_DEFAULTS, {"data": {"name": LEGACY_DATASETS[dataset]},
-                            "head": {"name": head}, "criterion": {"name": "cloze_nll"}})
+                            "head": {"name": head}, "criterion": {"name": "cloze_nll", "normalize": "candidates"}})
 
 
 CLOZE = TaskSpec(check, upgrade, "cloze question answering: fill a query's blank from the candidates, by reading a document")
