@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
+import torch
 import torch.distributed as dist
 
 from conftest import FIXTURES, subprocess_env
@@ -144,6 +145,23 @@ def test_a_two_process_run_killed_mid_epoch_resumes_to_the_uninterrupted_run(tmp
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     same_records(records(full, "train"), records(killed, "train"), rel=1e-6)
     same_records(records(full, "valid"), records(killed, "valid"), rel=1e-6)
+
+
+def test_two_processes_stop_together_at_the_time_limit_asking_the_clock_every_few_steps(tmp_path):
+    """train.max_minutes under torchrun: process 0's clock decides for both, asked every TIME_CHECK_EVERY steps
+    (not every step: each ask is a collective and a wait for the device), so both stop at the first ask past
+    the limit, validated and checkpointed, and the run says why it stopped."""
+    from memread.training.loop import TIME_CHECK_EVERY
+
+    config = tmp_path / "lm.toml"
+    config.write_text(LM)
+    run = tmp_path / "timed"
+    train(config, run, 2, "--set", "train.max_minutes=1e-9", root=tmp_path)
+    final = json.loads((run / "final.json").read_text())
+    assert TIME_CHECK_EVERY > 1 and max(r["step"] for r in records(run, "train")) <= TIME_CHECK_EVERY
+    assert [r["step"] for r in records(run, "valid")] == [TIME_CHECK_EVERY]  # the one validation: at the stop
+    loop = torch.load(run / "checkpoint_last.pt", weights_only=True)["loop"]
+    assert loop["stopped"] == "max_minutes" and loop["global_step"] == TIME_CHECK_EVERY and "test" in final
 
 
 def test_torchrun_itself_and_a_batch_that_does_not_split(tmp_path):

@@ -34,6 +34,8 @@ from memread.training.optim import PlateauSchedule, build_optimizer
 
 
 AMP_DTYPES = {"32": None, "bf16-mixed": torch.bfloat16, "16-mixed": torch.float16}
+# under torchrun, the steps between two asks of process 0's clock for train.max_minutes (each ask is a collective)
+TIME_CHECK_EVERY = 16
 
 
 def autocast(device: torch.device, precision: str):
@@ -438,9 +440,12 @@ class Trainer:
         self._t0 = time.perf_counter()
 
     def _out_of_time(self) -> bool:
-        """Whether this process has trained ``max_minutes`` (process 0's clock decides for all under torchrun)."""
+        """Whether this process has trained ``max_minutes``. Under torchrun process 0's clock decides for all, asked
+        every :data:`TIME_CHECK_EVERY` steps (a broadcast and a wait for the device each time it is asked)."""
         T = self.cfg.train
         if not T.max_minutes:
+            return False
+        if self.where.distributed and self.global_step % TIME_CHECK_EVERY:
             return False
         late = time.perf_counter() - self._fit_t0 >= 60.0 * T.max_minutes
         if self.where.distributed:
