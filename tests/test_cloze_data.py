@@ -149,3 +149,31 @@ def test_gutenberg_books_give_cloze_questions(real_data):
     assert {e.source for e in ne["train"]} == {"shakespeare-caesar"}
     p = build_cloze(paths, "P", valid=["blake-poems"], test=["chesterton-brown"])
     assert len(p["test"]) > 1000 and all(e.answer in PREPOSITIONS for e in p["test"])
+
+
+def test_the_vocabulary_of_all_splits_gives_held_out_words_rows_of_their_own():
+    """``data.vocabulary``: "train" (memread's) reads the valid and test questions' new words as <unk>; "all" (the
+    AS Reader authors' code) adds them after the training words, most frequent first, each an id of its own, and
+    changes nothing else: the training words keep their ids, and pointer-sum occurrence is word identity under
+    both (two held-out names are two candidates either way)."""
+    from memread.data.cbt import ClozeExample
+    from memread.data.pipelines.cloze import ClozePipeline, StoriesClozeConfig
+
+    def q(names: list[str], answer: str) -> ClozeExample:
+        return ClozeExample([["the", *names, "ran", "."]], ["XXXXX", "ran", "."], answer, sorted(names))
+
+    splits = {"train": [q(["Ann", "Bob"], "Ann"), q(["Bob", "Cy"], "Cy")],
+              "valid": [q(["Dora", "Eve", "Eve"], "Eve")], "test": [q(["Eve", "Fox"], "Fox"), q(["Gil", "Ann"], "Gil")]}
+    train = ClozePipeline(StoriesClozeConfig(), ".", examples=splits)
+    every = ClozePipeline(StoriesClozeConfig(vocabulary="all"), ".", examples=splits)
+    assert every.vocab.itos[:len(train.vocab)] == train.vocab.itos  # the training words keep their ids
+    assert every.vocab.itos[len(train.vocab):] == ["Eve", "Dora", "Fox", "Gil"]  # by count (Eve 4), then A-Z
+    assert {train.vocab.id(w) for w in ("Dora", "Eve", "Fox", "Gil")} == {train.vocab.unk_id}
+    for pipeline in (train, every):
+        (batch,) = pipeline.batches("test", 2)
+        ids = {tuple(pipeline.vocab.decode(row[m].tolist())) for row, m in zip(batch["cands"], batch["cand_mask"])}
+        known = pipeline is every
+        assert ids == ({("Eve", "Fox"), ("Ann", "Gil")} if known else {("<unk>", "<unk>"), ("Ann", "<unk>")})
+        # occurrence by word identity: each candidate's hits are its own words, held out or not
+        words = batch["cand_words"]
+        assert all(len(set(row[m].tolist())) == int(m.sum()) for row, m in zip(words, batch["cand_mask"]))

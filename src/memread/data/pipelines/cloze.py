@@ -5,10 +5,20 @@ Datasets (``[data] name``): ``stories`` (the built-in stories with their questio
 (CBT-format files), ``books`` (cloze questions built from raw books by the CBT recipe,
 :mod:`memread.data.cloze_builder`, split by book), ``cnn`` (folders of rc-data ``.question`` files)
 ``babi`` (the bAbI tasks whose answer is a word of the story; accuracy is also reported per task,
-``batch["group"]``) and ``jsonl-cloze`` (your own questions as JSON lines, :mod:`memread.data.records`). Every dataset takes ``min_count`` / ``max_vocab`` (the vocabulary of the training
-questions) and ``bucket``: sort examples by document length within pools of ``bucket`` batches (train:
-pools drawn in a random order fixed by (seed, epoch), so a resumed run sees the same batches), so that
-padding wastes little.
+``batch["group"]``) and ``jsonl-cloze`` (your own questions as JSON lines, :mod:`memread.data.records`).
+Every dataset takes ``min_count`` / ``max_vocab`` (the vocabulary of the training questions), ``vocabulary``
+and ``bucket``: sort examples by document length within pools of ``bucket`` batches (train: pools drawn in a
+random order fixed by (seed, epoch), so a resumed run sees the same batches), so that padding wastes little.
+
+**The vocabulary** (``vocabulary``). ``"train"`` (memread's choice): the training questions' words; a word
+only the valid or test questions hold reads as ``<unk>``. ``"all"``: those words too, each with a row of its
+own after the training words, most frequent first (the AS Reader authors' code, github.com/rkadlec/asreader,
+``text_comprehension_base.py``: the valid and test streams are read with ``add_dict=True``, adding their new
+words to the dictionary). Their embeddings are never trained by the answer's loss (they occur in no training
+question) but stay apart: on books split by book, most names of the held-out books are such words (Gutenberg
+NE: 74 % of the valid answers), so under ``"train"`` every candidate name of a held-out book is the same
+``<unk>`` to the encoders. The papers do not say which they used; pointer-sum occurrence is word identity
+either way (``doc_words``).
 
 A batch holds ``doc`` / ``query`` / ``cands`` ids with their masks (True = real), ``doc_words`` /
 ``cand_words`` (per-example word identities for pointer-sum: two positions hold the same word exactly
@@ -19,6 +29,7 @@ candidates), ``index`` (position in the split's encoded examples) and, for bAbI,
 from __future__ import annotations
 
 import functools
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Literal
@@ -37,6 +48,11 @@ from memread.errors import MemreadError
 from memread.typed import NonNegInt, PositiveInt
 
 
+# "train": the words of the training questions (min_count, max_vocab); "all": and every other word of the valid
+# and test questions, each a row of its own (the AS Reader authors' code)
+Vocabulary = Literal["train", "all"]
+
+
 @dataclass
 class StoriesClozeConfig:
     name: Literal["stories"] = "stories"
@@ -44,6 +60,7 @@ class StoriesClozeConfig:
     story_seed: int = 0
     min_count: NonNegInt = 1
     max_vocab: NonNegInt = 0  # 0 = no cap
+    vocabulary: Vocabulary = "train"
     bucket: NonNegInt = 0  # sort by document length within pools of this many batches; 0 = no sorting
 
 
@@ -55,6 +72,7 @@ class ClozeFilesConfig:
     test_file: str = ""
     min_count: NonNegInt = 1
     max_vocab: NonNegInt = 0
+    vocabulary: Vocabulary = "train"
     bucket: NonNegInt = 0
 
 
@@ -68,6 +86,7 @@ class BooksClozeConfig:
     window_stride: PositiveInt = 1  # sentences between consecutive 21-sentence windows
     min_count: NonNegInt = 1
     max_vocab: NonNegInt = 0
+    vocabulary: Vocabulary = "train"
     bucket: NonNegInt = 0
 
 
@@ -79,6 +98,7 @@ class BabiClozeConfig:
     max_sentences: NonNegInt = 50  # the story's most recent statements kept as the document; 0 = all
     min_count: NonNegInt = 1
     max_vocab: NonNegInt = 0
+    vocabulary: Vocabulary = "train"
     bucket: NonNegInt = 0
 
 
@@ -92,6 +112,7 @@ class JsonlClozeConfig:
     lowercase: bool = False
     min_count: NonNegInt = 1
     max_vocab: NonNegInt = 0
+    vocabulary: Vocabulary = "train"
     bucket: NonNegInt = 0
 
     def __post_init__(self) -> None:
@@ -222,8 +243,17 @@ def padding_fraction(batches: Batches) -> float:
 # ----------------------------------------------------------------------------- the pipeline
 
 
+def question_words(questions: list[ClozeExample]):
+    """Every word of the questions' documents, queries and candidates, in order."""
+    for ex in questions:
+        yield from ex.document
+        yield from ex.query
+        yield from ex.candidates
+
+
 class ClozePipeline:
-    """Questions of each split -> vocabulary (of the training questions) -> encoded -> batches."""
+    """Questions of each split -> vocabulary (of the training questions, or of all: ``vocabulary``) -> encoded ->
+    batches."""
 
     task = "cloze"
     default_eval_batch_size = 64
@@ -237,12 +267,11 @@ class ClozePipeline:
         self._encoded: dict[str, list[dict]] = {}
         self.dropped: dict[str, int] = {}  # training questions whose answer is not in the document
         if vocab is None:
-            words = []
-            for ex in self.examples("train"):
-                words.extend(ex.document)
-                words.extend(ex.query)
-                words.extend(ex.candidates)
-            vocab = Vocab.build(words, min_count=cfg.min_count, max_size=cfg.max_vocab)
+            vocab = Vocab.build(question_words(self.examples("train")), min_count=cfg.min_count, max_size=cfg.max_vocab)
+            if cfg.vocabulary == "all":  # the held-out questions' new words, each a row of its own
+                new = Counter(w for split in ("valid", "test") for w in question_words(self.examples(split))
+                              if w not in vocab)
+                vocab = Vocab(vocab.itos + sorted(new, key=lambda w: (-new[w], w)))
         self.vocab = vocab
         self.groups: list[str] = [f"qa{t}" for t in cfg.tasks] if cfg.name == "babi" else []  # accuracy per group
 
