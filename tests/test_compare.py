@@ -202,5 +202,36 @@ def test_memread_compare_seeds_of_two_models(tmp_path, fixtures):
     assert rec["value"] == pytest.approx(got["seeds"]["difference"], abs=1e-6)
     assert rec["pooled_p_value"] == pytest.approx(got["pooled"]["p_value"], abs=1e-6)
     assert rec["command"].startswith("memread compare ") and "--seeds 2" in rec["command"]
+    # how each run ended: its 6-step cap, after two epochs of three steps (whether it converged: the test below)
+    assert rec["budget"].count("step cap at 2 epochs (best ") == 4 and rec["budget"].startswith("A: ")
+    assert isinstance(rec["converged"], bool)
     r = _memread("compare", tmp_path / "lstm", tmp_path / "siamese", "--seeds", "3", data_root=fixtures)
     assert r.returncode == 2 and "seed3" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_a_comparisons_budget_says_how_each_run_ended_and_whether_it_converged(tmp_path):
+    """``budget_text``: from each run's checkpoint (why it stopped) and metrics.jsonl (its validations): an early
+    stop converged; a run stopped by a cap (epochs, steps, time) with its best validation the last one did not."""
+    from memread.tools.compare import budget_text, run_budget
+    from memread.training.checkpoint import FORMAT
+
+    def run(name: str, stopped: str, best: list[bool]) -> Path:
+        d = tmp_path / name
+        d.mkdir()
+        torch.save({"format": FORMAT, "config": "{}", "vocab": "v", "model": {}, "loop": {"stopped": stopped}},
+                   d / "checkpoint_last.pt")
+        lines = [{"event": "train", "step": 1}] + [{"event": "valid", "epochs_done": 0.5 * (i + 1), "best": b}
+                                                   for i, b in enumerate(best)]
+        (d / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in lines))
+        return d
+
+    early = run("early", "early", [True, True, False, False])
+    capped_done = run("capped-done", "epochs", [True, False])
+    capped_improving = run("capped-improving", "max_minutes", [False, True])
+    assert run_budget(early) == {"stopped": "early", "epochs": 2.0, "best_epochs": 1.0, "improving": False}
+    assert run_budget(capped_improving)["improving"] and not run_budget(capped_done)["improving"]
+    text, converged = budget_text([early], [capped_done])
+    assert converged and text == "A: early stop at 2 epochs (best 1); B: epoch cap at 1 epochs (best 0.5)"
+    text, converged = budget_text([early, capped_improving], [capped_done, early])
+    assert not converged and text.startswith("A: early stop at 2 epochs (best 1), time limit at 1 epochs (best 1);")
+    assert budget_text([early], [tmp_path]) is None  # a folder without a checkpoint (an archive): no budget

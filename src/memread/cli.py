@@ -231,7 +231,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
 def cmd_compare(args: argparse.Namespace) -> int:
     from memread.data.root import data_root
-    from memread.tools.compare import compare_runs, compare_seeds, result_line
+    from memread.tools.compare import budget_text, compare_runs, compare_seeds, result_line
 
     start = time.perf_counter()
     if args.seeds:
@@ -251,6 +251,11 @@ def cmd_compare(args: argparse.Namespace) -> int:
         command = shlex.join(["memread", *sys.argv[1:]]) if sys.argv[1:2] == ["compare"] else "memread compare"
         line = result_line(result, args.record, read_run_config(first).data.name, command, git_commit(),
                            time.perf_counter() - start, args.paper_value)
+        seeds = range(1, (args.seeds or 0) + 1)
+        runs = [[Path(r) / f"seed{s}" for s in seeds] if args.seeds else [Path(r)] for r in (args.run_a, args.run_b)]
+        budget = budget_text(*runs)
+        if budget is not None:  # how each run ended; a run a cap stopped while still improving: not converged
+            line.update(budget=budget[0], converged=budget[1])
         out = results_path(args.results)
         append_lines(out, [line])
         print(f"appended {args.record} to {out}", file=sys.stderr)

@@ -14,7 +14,9 @@ each test unit's statistics summed over the seeds) and Welch's t-test of the see
 - "within noise": p >= 0.05;
 - where the paper has the two models level (``paper_value`` 0, or ``paper_claim = "level"``): "holds" when
   p >= 0.05, else "does not hold";
-- "not converged": the line says ``converged: false`` (a model stopped far from its best: no verdict);
+- "not converged": the line says ``converged: false`` (``memread compare --record`` writes it when a cap --
+  epochs, steps or ``max_minutes`` -- stopped a run whose last validation was its best, so still improving;
+  no verdict), with each run's ending in ``budget`` (:func:`memread.tools.compare.budget_text`);
 - "no claim in the paper": no paper difference (a comparison of our own, such as two tape starts).
 
 The paper's difference outside our 95 % interval is flagged beside the verdict: a difference that large would

@@ -256,6 +256,54 @@ def compare_seeds(root_a: str, root_b: str, seeds: int, data_root, split: str = 
             "pooled": pool, "per_seed": per_seed}
 
 
+# why a run stopped (its checkpoint's loop state), as a budget says it
+STOPS = {"early": "early stop", "epochs": "epoch cap", "max_minutes": "time limit", "max_steps": "step cap"}
+
+
+def run_budget(run_dir) -> dict | None:
+    """How a run's training ended, from its ``checkpoint_last.pt`` and ``metrics.jsonl``: ``stopped`` (the loop's
+    reason), ``epochs`` (trained, at its last validation), ``best_epochs`` (of its best validation) and
+    ``improving``: stopped by a cap (epochs, steps, time) with its best validation the last one, so still
+    improving when it stopped. None for a folder without them (a model archive)."""
+    import json
+    from pathlib import Path
+
+    from memread.training.checkpoint import load_checkpoint
+
+    run_dir = Path(run_dir)
+    if not (run_dir / "checkpoint_last.pt").is_file() or not (run_dir / "metrics.jsonl").is_file():
+        return None
+    loop = load_checkpoint(run_dir / "checkpoint_last.pt").get("loop") or {}
+    valid = [r for r in map(json.loads, (run_dir / "metrics.jsonl").read_text(encoding="utf-8").splitlines())
+             if r.get("event") == "valid"]
+    if not valid:
+        return None
+    best = [r for r in valid if r.get("best")]
+    stopped = loop.get("stopped")
+    return {"stopped": stopped, "epochs": valid[-1].get("epochs_done"),
+            "best_epochs": best[-1].get("epochs_done") if best else None,
+            "improving": stopped != "early" and bool(valid[-1].get("best"))}
+
+
+def budget_text(runs_a: list, runs_b: list) -> tuple[str, bool] | None:
+    """The budget of a comparison, each run of A and of B as "early stop at 5.5 epochs (best 0.5)", and whether
+    every run converged (none still ``improving`` when a cap stopped it); None if a run has no record of it."""
+    sides = []
+    converged = True
+    for name, runs in (("A", runs_a), ("B", runs_b)):
+        parts = []
+        for run in runs:
+            b = run_budget(run)
+            if b is None:
+                return None
+            converged = converged and not b["improving"]
+            how = STOPS.get(b["stopped"], f"stopped: {b['stopped'] or 'not finished'}")
+            parts.append(f"{how} at {b['epochs']:g} epochs (best {b['best_epochs']:g})" if b["epochs"] is not None
+                         and b["best_epochs"] is not None else how)
+        sides.append(f"{name}: {', '.join(parts)}")
+    return "; ".join(sides), converged
+
+
 def result_line(result: dict, experiment: str, dataset: str, command: str, commit: str | None, wall_s: float,
                 paper_value: float | None = None) -> dict:
     """The ``results.jsonl`` line of a comparison: ``value`` is the difference A - B of the metric (of the seeds'
