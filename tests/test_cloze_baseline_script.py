@@ -10,7 +10,8 @@ import pytest
 
 from conftest import REPO
 
-spec = importlib.util.spec_from_file_location("cloze_frequency_baseline", REPO / "scripts" / "cloze_frequency_baseline.py")
+spec = importlib.util.spec_from_file_location("cloze_frequency_baseline",
+                                              REPO / "scripts" / "cloze_frequency_baseline.py")
 baseline = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(baseline)
 
@@ -23,12 +24,14 @@ QUESTIONS = [  # (document, candidates, answer): the most frequent candidate, an
 
 
 def test_the_most_frequent_candidate_baseline_on_hand_counted_questions(tmp_path):
-    lines = [json.dumps({"document": d, "query": "XXXXX ran .", "candidates": c, "answer": a}) for d, c, a in QUESTIONS]
+    lines = [json.dumps({"document": d, "query": "XXXXX ran .", "candidates": c, "answer": a})
+             for d, c, a in QUESTIONS]
     for split in ("train", "valid", "test"):
         (tmp_path / f"{split}.jsonl").write_text("\n".join(lines) + "\n")
     config = tmp_path / "cloze.toml"
     config.write_text('[data]\nname = "jsonl-cloze"\ntrain = "train.jsonl"\nvalid = "valid.jsonl"\n'
-                      'test = "test.jsonl"\n\n[reader]\nname = "gru"\nhidden = 4\n\n[head]\nname = "pointer"\nemb = 4\n')
+                      'test = "test.jsonl"\n\n[reader]\nname = "gru"\nhidden = 4\n\n'
+                      '[head]\nname = "pointer"\nemb = 4\n')
     got = baseline.frequency_baseline(config, tmp_path)
     assert got["test"]["questions"] == 4
     assert got["test"]["most_frequent_candidate"] == pytest.approx(2 / 4)
