@@ -18,7 +18,9 @@ words to the dictionary). Their embeddings are never trained by the answer's los
 question) but stay apart: on books split by book, most names of the held-out books are such words (Gutenberg
 NE: 74 % of the valid answers), so under ``"train"`` every candidate name of a held-out book is the same
 ``<unk>`` to the encoders. The papers do not say which they used; pointer-sum occurrence is word identity
-either way (``doc_words``).
+either way (``doc_words``). An embedding penalty (``[criterion] emb_l2``, Sordoni et al.'s 1e-4) reaches
+every row, so under Adam the held-out rows shrink to about zero as training goes on (measured: mean norm
+0.98 at initialisation, 0.54 after 36 steps, 0.04 after 396 on Gutenberg NE) and grow alike again.
 
 A batch holds ``doc`` / ``query`` / ``cands`` ids with their masks (True = real), ``doc_words`` /
 ``cand_words`` (per-example word identities for pointer-sum: two positions hold the same word exactly
