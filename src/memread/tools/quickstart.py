@@ -47,7 +47,9 @@ def quickstart_config(head: type, steps: int, seed: int, stories: int = 4000) ->
         data=StoriesClozeConfig(stories=stories, story_seed=0),
         reader=RNNReaderConfig(name="lstm", hidden=96),
         head=head(emb=48),
-        criterion=ClozeNLLConfig(),
+        # the answer's NLL over the candidates for both: the memoryless head's only form (it has no document
+        # attention for the papers' pointer-sum objective), so the two train on the same loss
+        criterion=ClozeNLLConfig(normalize="candidates"),
         train=TrainConfig(optimizer="adam", lr=5e-3, batch_size=32, epochs=1000, max_steps=steps,
                           evals_per_epoch=1, log_every=50, seed=seed, progress=True),
     )
