@@ -35,7 +35,8 @@ def _cases():
     labels = torch.randint(C, (B,), generator=g)
     cls = (CrossEntropy(), ModelOutput(logits=torch.randn(B, C, generator=g)), {"label": labels})
     rating = (RatingCriterion([1.0, 2.0, 4.0, 5.0]), ModelOutput(logits=torch.randn(B, C, generator=g)), {"label": labels})
-    cloze = (ClozeNLL(ClozeNLLConfig(normalize="candidates"), ["qa1", "qa2", "qa3"]), ModelOutput(logits=torch.randn(B, C, generator=g).log_softmax(-1)),
+    cloze = (ClozeNLL(ClozeNLLConfig(normalize="candidates"), ["qa1", "qa2", "qa3"]),  # logits only: renormalised
+             ModelOutput(logits=torch.randn(B, C, generator=g).log_softmax(-1)),
              {"answer": labels, "group": torch.tensor([0, 2, 2, 0, 2])})
     # WikiQA: 9 candidates of 3 questions (the middle one has no correct candidate: filtered out of MAP)
     question = torch.tensor([0, 0, 0, 1, 1, 2, 2, 2, 2])
@@ -203,7 +204,7 @@ def test_memread_compare_seeds_of_two_models(tmp_path, fixtures):
     assert rec["pooled_p_value"] == pytest.approx(got["pooled"]["p_value"], abs=1e-6)
     assert rec["command"].startswith("memread compare ") and "--seeds 2" in rec["command"]
     # how each run ended: its 6-step cap, after two epochs of three steps (whether it converged: the test below)
-    assert rec["budget"].count("step cap at 2 epochs (best ") == 4 and rec["budget"].startswith("A: ")
+    assert rec["budget"].count("step cap at 2 epochs (best ") in (2, 3, 4) and rec["budget"].startswith("A: ")
     assert isinstance(rec["converged"], bool)
     r = _memread("compare", tmp_path / "lstm", tmp_path / "siamese", "--seeds", "3", data_root=fixtures)
     assert r.returncode == 2 and "seed3" in r.stderr and "Traceback" not in r.stderr
@@ -234,4 +235,7 @@ def test_a_comparisons_budget_says_how_each_run_ended_and_whether_it_converged(t
     assert converged and text == "A: early stop at 2 epochs (best 1); B: epoch cap at 1 epochs (best 0.5)"
     text, converged = budget_text([early, capped_improving], [capped_done, early])
     assert not converged and text.startswith("A: early stop at 2 epochs (best 1), time limit at 1 epochs (best 1);")
+    text, _ = budget_text([early, early, capped_done], [early])
+    assert text == ("A: early stop at 2 epochs (best 1) x2, epoch cap at 1 epochs (best 0.5); "
+                    "B: early stop at 2 epochs (best 1)")
     assert budget_text([early], [tmp_path]) is None  # a folder without a checkpoint (an archive): no budget

@@ -27,6 +27,7 @@ runs' ``final.json`` files show.
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import asdict, dataclass
 from typing import Callable
 
@@ -286,7 +287,8 @@ def run_budget(run_dir) -> dict | None:
 
 
 def budget_text(runs_a: list, runs_b: list) -> tuple[str, bool] | None:
-    """The budget of a comparison, each run of A and of B as "early stop at 5.5 epochs (best 0.5)", and whether
+    """The budget of a comparison, each run of A and of B as "early stop at 5.5 epochs (best 0.5)" (like runs in a
+    row once, "x3"), and whether
     every run converged (none still ``improving`` when a cap stopped it); None if a run has no record of it."""
     sides = []
     converged = True
@@ -300,7 +302,8 @@ def budget_text(runs_a: list, runs_b: list) -> tuple[str, bool] | None:
             how = STOPS.get(b["stopped"], f"stopped: {b['stopped'] or 'not finished'}")
             parts.append(f"{how} at {b['epochs']:g} epochs (best {b['best_epochs']:g})" if b["epochs"] is not None
                          and b["best_epochs"] is not None else how)
-        sides.append(f"{name}: {', '.join(parts)}")
+        same = [(text, len(list(run))) for text, run in itertools.groupby(parts)]  # three like seeds: "... x3"
+        sides.append(f"{name}: {', '.join(text if n == 1 else f'{text} x{n}' for text, n in same)}")
     return "; ".join(sides), converged
 
 
