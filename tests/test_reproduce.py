@@ -15,6 +15,7 @@ from memread import cli
 from memread.config import load_experiment
 from memread.tools import reproduce
 from memread.tools.reproduce import Recorded, Row, best_recorded, render_markdown, verdict
+from memread.training.checkpoint import loop_state
 
 REPO = Path(__file__).parent.parent
 RESULTS = REPO / "results" / "results.jsonl"
@@ -259,7 +260,7 @@ def test_reproduce_resumes_a_killed_run_and_reuses_a_finished_one(tiny, capsys):
     assert code == 0, err
     assert err.count("resuming from checkpoint_last.pt") == 2
     for s in (1, 2):
-        assert reproduce._loop_state(runs / row.id / f"seed{s}")["global_step"] == 5
+        assert loop_state(runs / row.id / f"seed{s}")["global_step"] == 5
         records = [json.loads(x) for x in (runs / row.id / f"seed{s}" / "metrics.jsonl").read_text().splitlines()]
         assert [r["step"] for r in records if r["event"] == "valid"] == [3, 5]  # one run, continued from step 3
     code, _, err = run_cli(capsys, *args, "--set", "train.max_steps=5")

@@ -269,12 +269,12 @@ def run_budget(run_dir) -> dict | None:
     import json
     from pathlib import Path
 
-    from memread.training.checkpoint import load_checkpoint
+    from memread.training.checkpoint import loop_state
 
     run_dir = Path(run_dir)
     if not (run_dir / "checkpoint_last.pt").is_file() or not (run_dir / "metrics.jsonl").is_file():
         return None
-    loop = load_checkpoint(run_dir / "checkpoint_last.pt").get("loop") or {}
+    loop = loop_state(run_dir)
     valid = [r for r in map(json.loads, (run_dir / "metrics.jsonl").read_text(encoding="utf-8").splitlines())
              if r.get("event") == "valid"]
     if not valid:

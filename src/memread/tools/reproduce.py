@@ -768,13 +768,6 @@ def _differences(stored: Any, wanted: Any) -> dict[str, Any]:
     return out
 
 
-def _loop_state(run_dir: Path) -> dict:
-    from memread.training.checkpoint import load_checkpoint
-
-    loop = load_checkpoint(run_dir / "checkpoint_last.pt").get("loop")
-    return loop if isinstance(loop, dict) else {}
-
-
 def train_seed(cfg: Any, run_dir: Path, root: Path, log: Callable[[str], None]) -> dict:
     """Train ``cfg`` in ``run_dir`` and evaluate its best checkpoint (``final.json``); a run dir that already holds
     this config's run is resumed exactly from ``checkpoint_last.pt`` (a killed run goes on; a finished one with its
@@ -825,6 +818,7 @@ def reproduce(row_id: str, seeds: int = 1, run_root: str | os.PathLike = "runs/r
     A row without a config or without its data is refused with one line, before anything runs."""
     from memread.config import load_experiment
     from memread.data.root import data_root as resolve_root
+    from memread.training.checkpoint import loop_state
 
     log = log or (lambda text: print(text, file=sys.stderr))
     table = rows() if table is None else table
@@ -856,7 +850,7 @@ def reproduce(row_id: str, seeds: int = 1, run_root: str | os.PathLike = "runs/r
         t0 = time.perf_counter()
         finals[s] = train_seed(cfg, run_dir, root, log)
         walls[s] = time.perf_counter() - t0
-        budgets[s] = _budget(_loop_state(run_dir), cfg)
+        budgets[s] = _budget(loop_state(run_dir), cfg)
     wall = time.perf_counter() - t_all
 
     def paper_value(metric: str, split: str) -> float | None:

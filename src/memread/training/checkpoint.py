@@ -98,6 +98,13 @@ def load_checkpoint(path: Path) -> dict[str, Any]:
     return payload
 
 
+def loop_state(run_dir: Path) -> dict[str, Any]:
+    """The training loop's state saved in ``run_dir/checkpoint_last.pt`` (step, epoch, why it stopped, tokens
+    trained); an empty dict for a checkpoint without one."""
+    loop = load_checkpoint(Path(run_dir) / "checkpoint_last.pt").get("loop")
+    return loop if isinstance(loop, dict) else {}
+
+
 def _flatten(d: dict, prefix: str = "") -> dict[str, Any]:
     out = {}
     for k, v in d.items():
