@@ -3,6 +3,7 @@ the paired comparisons that decide it: one command starts a claim's runs on both
 
     python scripts/claims.py list                       every claim: rows, seeds, estimated core-minutes
     python scripts/claims.py plan wikiqa [--jobs 2]     the shell commands a run would execute
+    python scripts/claims.py status [wikiqa]            where each run stands: epochs, best valid, how it ended
     nohup python scripts/claims.py run wikiqa > logs/claim-wikiqa.log 2>&1 &
 
 `run` trains every (row, seed) with `memread train` into ``runs/reproduce/ROW/seedS`` (what `memread reproduce`
@@ -14,8 +15,9 @@ whose recipe changes the paper's model (WikiQA at 1 x 300 for both readers) keep
 ``runs/claims/NAME/`` and records only its comparisons (with each seed's value and the means and stds).
 
 The minutes are this machine's (Intel Xeon, one thread each, two jobs side by side), measured in session 14
-(SST) and session 12 (WikiQA, before the compiled NSE loop: an upper bound). Run folders do not outlive a
-session here: choose claims whose longest queue fits in what is left of it.
+(SST) and session 12 (WikiQA, before the compiled NSE loop: an upper bound). Run folders outlive a session
+here, the processes do not: a claim longer than a session is started again with `run` in the next one, and
+`status` says how far each of its runs got.
 """
 
 from __future__ import annotations
@@ -225,6 +227,40 @@ def plan(claim: Claim, jobs: int, extra: tuple[str, ...] = (), device: str | Non
     return "\n".join(lines)
 
 
+def run_status(run_dir: Path) -> str:
+    """Where one run stands, from its folder: not started; unfinished (the process is gone or still running) with
+    its epochs and its best validation; or how it ended (``memread compare``'s budget words)."""
+    import json
+
+    from memread.tools.compare import STOPS, run_budget
+
+    metrics = run_dir / "metrics.jsonl"
+    if not metrics.is_file():
+        return "not started"
+    valid = [r for r in map(json.loads, metrics.read_text(encoding="utf-8").splitlines()) if r.get("event") == "valid"]
+    if not valid:
+        return "started, no validation yet"
+    name = valid[-1].get("selection_metric", "")
+    best = max((r for r in valid if r.get("best")), key=lambda r: r.get("epochs_done") or 0, default=None)
+    seen = (f"{valid[-1].get('epochs_done', 0):g} epochs; best valid {name} {best[name]:.4g} at epoch "
+            f"{best.get('epochs_done', 0):g}, last {valid[-1][name]:.4g}" if best and name in best else
+            f"{valid[-1].get('epochs_done', 0):g} epochs")
+    budget = run_budget(run_dir) if (run_dir / "checkpoint_last.pt").is_file() else None
+    stopped = budget and budget["stopped"]
+    if not stopped:
+        return f"unfinished: {seen}"
+    return f"done ({STOPS.get(stopped, stopped)}{', still improving' if budget['improving'] else ''}): {seen}"
+
+
+def status(claim: Claim) -> str:
+    lines = [f"# {claim.name}: {claim.says}"]
+    for label in claim.runs:
+        for s in range(1, claim.seeds + 1):
+            run_dir = claim.root / label / f"seed{s}"
+            lines.append(f"{str(run_dir):52s} {run_status(run_dir)}")
+    return "\n".join(lines)
+
+
 def _here(cmd: list[str]) -> list[str]:
     """``memread ...`` as this interpreter's module (on a machine where memread is on PYTHONPATH, not installed)."""
     return [sys.executable, "-m", "memread", *cmd[1:]] if cmd[0] == "memread" else cmd
@@ -262,7 +298,7 @@ def run(claim: Claim, jobs: int, extra: tuple[str, ...] = (), device: str | None
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("verb", choices=["list", "plan", "run"])
+    ap.add_argument("verb", choices=["list", "plan", "run", "status"])
     ap.add_argument("claim", nargs="?", choices=sorted(CLAIMS))
     ap.add_argument("--jobs", type=int, default=2, help="single-thread queues side by side (default 2)")
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
@@ -277,6 +313,10 @@ def main() -> int:
             longest = max(sum(c.runs[label].minutes for label, _ in q) for q in queues(c, args.jobs))
             cost = f"{c.seeds} seeds, ~{total:.0f} core-min, ~{longest:.0f} min on {args.jobs} cores"
             print(f"{c.name:18s} {cost}: {c.says}")
+        return 0
+    if args.verb == "status":
+        named = [CLAIMS[args.claim]] if args.claim else list(CLAIMS.values())
+        print("\n".join(status(c if args.seeds is None else replace(c, seeds=args.seeds)) for c in named))
         return 0
     if args.claim is None:
         ap.error(f"{args.verb} needs a claim: {', '.join(sorted(CLAIMS))}")

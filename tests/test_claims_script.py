@@ -131,3 +131,41 @@ def test_the_gpu_script_starts_each_claim_spec_on_cuda_with_its_jobs_seeds_and_t
                     f"scripts/claims.py run daniluk-fig2c --jobs 15 --seeds 3 {common}"]
     assert any(c.startswith("-m pytest -m cuda tests/test_cuda.py") for c in calls)
     assert "claims all done" in (out / "timeline.txt").read_text()
+
+
+def test_status_says_where_each_run_stands_from_its_folder(tmp_path, monkeypatch, capsys):
+    """A claim spans sessions (its processes die, its folders stay): ``status`` reads each run's metrics.jsonl and
+    checkpoint: not started, unfinished with its best validation so far, or how it ended."""
+    import json
+
+    import torch
+
+    from memread.training.checkpoint import FORMAT
+
+    monkeypatch.chdir(tmp_path)
+    claim = claims.Claim("t", "test", {"a": claims.Run("x", 5), "b": claims.Run("y", 5)}, [("a", "b", "a-vs-b", 1.0)],
+                         seeds=2, paper_setup=False)
+
+    def folder(label: str, seed: int, stopped: str | None, accuracies: list[float], best: list[bool]) -> None:
+        d = tmp_path / "runs/claims/t" / label / f"seed{seed}"
+        d.mkdir(parents=True)
+        torch.save({"format": FORMAT, "config": "{}", "vocab": "v", "model": {}, "loop": {"stopped": stopped}},
+                   d / "checkpoint_last.pt")
+        rows = [{"event": "valid", "epochs_done": i + 1.0, "accuracy": a, "selection_metric": "accuracy", "best": b}
+                for i, (a, b) in enumerate(zip(accuracies, best))]
+        (d / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+
+    folder("a", 1, "early", [0.5, 0.6, 0.55, 0.54, 0.52], [True, True, False, False, False])
+    folder("a", 2, None, [0.4, 0.45], [True, True])
+    folder("b", 1, "epochs", [0.3, 0.35], [True, True])
+    lines = claims.status(claim).splitlines()
+    assert lines[0] == "# t: test"
+    got = {line.split()[0]: line.split(None, 1)[1] for line in lines[1:]}
+    assert got["runs/claims/t/a/seed1"] == "done (early stop): 5 epochs; best valid accuracy 0.6 at epoch 2, last 0.52"
+    assert got["runs/claims/t/a/seed2"] == "unfinished: 2 epochs; best valid accuracy 0.45 at epoch 2, last 0.45"
+    assert got["runs/claims/t/b/seed1"].startswith("done (epoch cap, still improving): 2 epochs")
+    assert got["runs/claims/t/b/seed2"] == "not started"
+    monkeypatch.setattr(sys, "argv", ["claims.py", "status", "wikiqa"])
+    assert claims.main() == 0
+    out = capsys.readouterr().out
+    assert out.startswith("# wikiqa: ") and "runs/claims/wikiqa/lstm/seed3" in out and "not started" in out
