@@ -57,11 +57,55 @@ def test_a_claim_off_the_papers_setup_keeps_its_runs_apart_and_records_only_comp
     assert finish[0][finish[0].index("--record") + 1] == "claim-wikiqa-mma-nse-vs-lstm-1x300"
     sst = claims.finish_commands(claims.CLAIMS["sst-fine"])
     assert [c[1] for c in sst] == ["reproduce", "reproduce", "compare"]
-    # a run folder that holds a checkpoint is resumed, not started again
+
+
+def _folder(run_dir: Path, config: Path, overrides: list[str], loop: dict) -> None:
+    """A run folder as `memread train` leaves it: config.json, and a checkpoint with its loop state."""
+    import torch
+
+    from memread.training.checkpoint import FORMAT
+
+    run_dir.mkdir(parents=True)
+    (run_dir / "config.json").write_text(load_experiment(config, overrides).to_json())
+    torch.save({"format": FORMAT, "config": "{}", "vocab": "v", "model": {}, "loop": loop},
+               run_dir / "checkpoint_last.pt")
+
+
+def test_a_run_folder_is_resumed_with_the_claims_new_train_values_and_an_ended_run_is_left(tmp_path, monkeypatch):
+    """A claim started again (next session) resumes each run where it stopped, passing the [train] values the claim
+    changed since (a raised epoch cap); a run that ended and gets nothing more from them is not run again (an
+    early stop is final), so the claim goes on to record; a folder of another model is refused."""
+    monkeypatch.chdir(tmp_path)
+    wikiqa = claims.CLAIMS["wikiqa"]
+    config = REPO / wikiqa.runs["lstm"].config_path
+    old = [*wikiqa.overrides("lstm"), "train.epochs=8", "train.seed=2"]  # the claim's cap when these runs started
     run = tmp_path / "runs/claims/wikiqa/lstm/seed2"
-    run.mkdir(parents=True)
-    (run / "checkpoint_last.pt").write_bytes(b"")
-    assert claims.train_command(wikiqa, "lstm", 2)[:3] == ["memread", "train", "--resume"]
+    _folder(run, config, old, {"finished": False, "stopped": None, "epoch": 3, "global_step": 90})
+    cap = f"train.epochs={wikiqa_epochs(wikiqa)}"
+    killed = claims.train_command(wikiqa, "lstm", 2)
+    assert killed == ["memread", "train", "--resume", str(Path("runs/claims/wikiqa/lstm/seed2")), "--set", cap]
+    # the same run, ended at its 8-epoch cap: the claim's larger cap trains it on; at the same cap it is left
+    run2 = tmp_path / "runs/claims/wikiqa/lstm/seed3"
+    _folder(run2, config, old[:-1] + ["train.seed=3"], {"finished": True, "stopped": "epochs", "epoch": 8,
+                                                          "global_step": 240})
+    assert claims.train_command(wikiqa, "lstm", 3)[-2:] == ["--set", cap]
+    assert claims.train_command(wikiqa, "lstm", 3, ("train.epochs=8",)) is None
+    # an early stop is final
+    run1 = tmp_path / "runs/claims/wikiqa/lstm/seed1"
+    _folder(run1, config, old[:-1] + ["train.seed=1"], {"finished": True, "stopped": "early", "epoch": 5,
+                                                          "global_step": 150})
+    assert claims.train_command(wikiqa, "lstm", 1) is None
+    assert "# runs/claims/wikiqa/lstm/seed1: ended; nothing to train" in claims.plan(wikiqa, 2).splitlines()
+    # a folder that holds another model's run
+    other = tmp_path / "runs/claims/wikiqa/mma-nse-attention/seed1"
+    _folder(other, config, old[:-1] + ["train.seed=1"], {"finished": False, "stopped": None, "epoch": 0,
+                                                          "global_step": 1})
+    with pytest.raises(SystemExit, match="another config"):
+        claims.train_command(wikiqa, "mma-nse-attention", 1)
+
+
+def wikiqa_epochs(claim) -> int:
+    return load_experiment(REPO / claim.runs["lstm"].config_path, claim.overrides("lstm")).train.epochs
 
 
 def test_the_ptb_claim_trains_both_tape_starts_of_one_row_apart():

@@ -335,3 +335,11 @@ def test_every_size_and_rate_field_carries_a_range(label):
     for f in dataclasses.fields(cls):  # every default is inside its own range
         if leaves[f.name] and f.default is not dataclasses.MISSING:
             _coerce(f.default, hints[f.name], f.name, f"{cls.__qualname__}'s default")
+
+
+@pytest.mark.parametrize("value", [True, 0, 3e-4, 16, "cuda", 'say "x"', [0.9, 0.999], {"emb": 0.5, "head.w": 2}])
+def test_override_value_writes_what_an_override_reads_back(value):
+    """A resumed run is given a stored config's value as ``--set train.KEY=TEXT`` (claims, reproduce)."""
+    from memread.typed import override_value, parse_override
+
+    assert parse_override(f"train.k={override_value(value)}")[1] == value

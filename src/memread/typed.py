@@ -18,6 +18,7 @@ A leaf module: it imports nothing of memread but :mod:`memread.errors`, so any p
 from __future__ import annotations
 
 import dataclasses
+import json
 import tomllib
 import types
 import typing
@@ -205,6 +206,21 @@ def parse_override(text: str) -> tuple[list[str], Any]:
     except tomllib.TOMLDecodeError:
         value = raw.strip()
     return path, value
+
+
+def override_value(value: Any) -> str:
+    """A config value as the TOML of a ``--set`` override, what ``parse_override`` reads back as ``value``."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return repr(value)
+    if isinstance(value, str):
+        return json.dumps(value)
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(override_value(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "{ " + ", ".join(f"{json.dumps(str(k))} = {override_value(v)}" for k, v in value.items()) + " }"
+    raise MemreadError(f"--set: cannot write {value!r} as a TOML value")
 
 
 def parse_settings(options: list[str], types: dict[str, Any], section: str, what: str) -> dict[str, Any]:

@@ -41,6 +41,7 @@ from typing import Any, Callable, Iterable, Sequence
 
 from memread.errors import MemreadError
 from memread.tools.claims import cell, claims_markdown, is_number
+from memread.typed import override_value
 
 REPO = Path(__file__).resolve().parents[3]  # the checkout this module sits in (src/memread/tools/..)
 
@@ -742,21 +743,6 @@ def config_path(row: Row) -> Path:
     return REPO / path
 
 
-def _toml(value: Any) -> str:
-    """A config value as the TOML of a ``--set`` override."""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, (int, float)):
-        return repr(value)
-    if isinstance(value, str):
-        return json.dumps(value)
-    if isinstance(value, (list, tuple)):
-        return "[" + ", ".join(_toml(v) for v in value) + "]"
-    if isinstance(value, dict):
-        return "{ " + ", ".join(f"{json.dumps(str(k))} = {_toml(v)}" for k, v in value.items()) + " }"
-    raise MemreadError(f"reproduce: cannot pass {value!r} to a resumed run")
-
-
 def _differences(stored: Any, wanted: Any) -> dict[str, Any]:
     """``{"section.key": wanted value}`` where two experiment configs differ."""
     a, b = json.loads(stored.to_json()), json.loads(wanted.to_json())
@@ -786,7 +772,7 @@ def train_seed(cfg: Any, run_dir: Path, root: Path, log: Callable[[str], None]) 
             log(f"{run_dir}: finished before; taking its final.json")
             return json.loads((run_dir / "final.json").read_text(encoding="utf-8"))
         log(f"{run_dir}: resuming from checkpoint_last.pt")
-        trainer = resume_run(run_dir, root, [f"{k}={_toml(v)}" for k, v in diff.items()])
+        trainer = resume_run(run_dir, root, [f"{k}={override_value(v)}" for k, v in diff.items()])
     else:
         trainer = start_run(cfg, run_dir, root)
     with trainer:
