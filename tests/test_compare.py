@@ -206,6 +206,9 @@ def test_memread_compare_seeds_of_two_models(tmp_path, fixtures):
     # how each run ended: its 6-step cap, after two epochs of three steps (whether it converged: the test below)
     assert rec["budget"].count("step cap at 2 epochs (best ") in (2, 3, 4) and rec["budget"].startswith("A: ")
     assert isinstance(rec["converged"], bool)
+    # what each seed's run cost: its tokens and training seconds
+    assert [len(rec["cost"][side]) for side in ("a", "b")] == [2, 2]
+    assert all(c["tokens"] > 0 and c["train_s"] > 0 for side in ("a", "b") for c in rec["cost"][side])
     r = _memread("compare", tmp_path / "lstm", tmp_path / "siamese", "--seeds", "3", data_root=fixtures)
     assert r.returncode == 2 and "seed3" in r.stderr and "Traceback" not in r.stderr
 
@@ -213,23 +216,29 @@ def test_memread_compare_seeds_of_two_models(tmp_path, fixtures):
 def test_a_comparisons_budget_says_how_each_run_ended_and_whether_it_converged(tmp_path):
     """``budget_text``: from each run's checkpoint (why it stopped) and metrics.jsonl (its validations): an early
     stop converged; a run stopped by a cap (epochs, steps, time) with its best validation the last one did not."""
-    from memread.tools.compare import budget_text, run_budget
+    from memread.tools.compare import budget_text, run_budget, run_costs
     from memread.training.checkpoint import FORMAT
 
-    def run(name: str, stopped: str, best: list[bool]) -> Path:
+    def run(name: str, stopped: str, best: list[bool], cost: dict | None = None) -> Path:
         d = tmp_path / name
         d.mkdir()
-        torch.save({"format": FORMAT, "config": "{}", "vocab": "v", "model": {}, "loop": {"stopped": stopped}},
+        torch.save({"format": FORMAT, "config": "{}", "vocab": "v", "model": {}, "loop": {"stopped": stopped, **(cost or {})}},
                    d / "checkpoint_last.pt")
         lines = [{"event": "train", "step": 1}] + [{"event": "valid", "epochs_done": 0.5 * (i + 1), "best": b}
                                                    for i, b in enumerate(best)]
         (d / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in lines))
         return d
 
-    early = run("early", "early", [True, True, False, False])
-    capped_done = run("capped-done", "epochs", [True, False])
+    early = run("early", "early", [True, True, False, False], {"tokens_trained": 5000, "seconds_trained": 12.345})
+    capped_done = run("capped-done", "epochs", [True, False], {"tokens_trained": 800})  # seconds not counted
     capped_improving = run("capped-improving", "max_minutes", [False, True])
-    assert run_budget(early) == {"stopped": "early", "epochs": 2.0, "best_epochs": 1.0, "improving": False}
+    assert run_budget(early) == {"stopped": "early", "epochs": 2.0, "best_epochs": 1.0, "improving": False,
+                                 "tokens": 5000, "train_s": 12.345}
+    # what each run cost, seed by seed
+    assert run_costs([early, capped_done], [capped_improving]) == {
+        "a": [{"tokens": 5000, "train_s": 12.3}, {"tokens": 800, "train_s": None}],
+        "b": [{"tokens": None, "train_s": None}]}
+    assert run_costs([early], [tmp_path]) is None
     assert run_budget(capped_improving)["improving"] and not run_budget(capped_done)["improving"]
     text, converged = budget_text([early], [capped_done])
     assert converged and text == "A: early stop at 2 epochs (best 1); B: epoch cap at 1 epochs (best 0.5)"

@@ -199,6 +199,36 @@ def test_sigkill_mid_epoch_then_resume_equals_uninterrupted(tmp_path):
     assert tokens[0] == tokens[1] > n_steps
 
 
+def test_a_runs_training_seconds_add_up_over_its_resumes(tmp_path):
+    """``loop.seconds_trained``: the wall time of fit() summed over every process that trained the run (what a run
+    cost, beside its tokens); a run begun before they were counted keeps None, not a part passed off as the whole."""
+    from memread.training.checkpoint import save_checkpoint
+
+    run = tmp_path / "run"
+    with start_run(lm_config(max_steps=4, batch_size=8), run, tmp_path) as trainer:
+        t0 = time.perf_counter()
+        trainer.fit()
+        first = time.perf_counter() - t0
+    seconds = load_checkpoint(run / "checkpoint_last.pt")["loop"]["seconds_trained"]
+    assert 0 < seconds <= first
+    payload = load_checkpoint(run / "checkpoint_last.pt")
+    payload["loop"]["seconds_trained"] = 1000.0  # as if the first process had trained 1000 s
+    save_checkpoint(payload, run / "checkpoint_last.pt")
+    with resume_run(run, tmp_path, ["train.max_steps=8"]) as trainer:
+        t0 = time.perf_counter()
+        trainer.fit()
+        second = time.perf_counter() - t0
+    seconds = load_checkpoint(run / "checkpoint_last.pt")["loop"]["seconds_trained"]
+    assert 1000.0 < seconds <= 1000.0 + second
+    payload = load_checkpoint(run / "checkpoint_last.pt")
+    del payload["loop"]["seconds_trained"]  # a checkpoint from before they were counted
+    save_checkpoint(payload, run / "checkpoint_last.pt")
+    with resume_run(run, tmp_path, ["train.max_steps=10"]) as trainer:
+        trainer.fit()
+    loop = load_checkpoint(run / "checkpoint_last.pt")["loop"]
+    assert loop["global_step"] == 10 and loop["seconds_trained"] is None
+
+
 def test_checkpoints_are_atomic_and_load_without_pickled_code(tmp_path):
     trainer = start_run(lm_config(max_steps=6, checkpoint_every=2, batch_size=8), tmp_path / "run", tmp_path)
     trainer.fit()

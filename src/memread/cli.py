@@ -231,7 +231,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
 def cmd_compare(args: argparse.Namespace) -> int:
     from memread.data.root import data_root
-    from memread.tools.compare import budget_text, compare_runs, compare_seeds, result_line
+    from memread.tools.compare import budget_text, compare_runs, compare_seeds, result_line, run_costs
 
     start = time.perf_counter()
     if args.seeds:
@@ -255,7 +255,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
         runs = [[Path(r) / f"seed{s}" for s in seeds] if args.seeds else [Path(r)] for r in (args.run_a, args.run_b)]
         budget = budget_text(*runs)
         if budget is not None:  # how each run ended; a run a cap stopped while still improving: not converged
-            line.update(budget=budget[0], converged=budget[1])
+            line.update(budget=budget[0], converged=budget[1], cost=run_costs(*runs))
         out = results_path(args.results)
         append_lines(out, [line])
         print(f"appended {args.record} to {out}", file=sys.stderr)

@@ -263,9 +263,11 @@ STOPS = {"early": "early stop", "epochs": "epoch cap", "max_minutes": "time limi
 
 def run_budget(run_dir) -> dict | None:
     """How a run's training ended, from its ``checkpoint_last.pt`` and ``metrics.jsonl``: ``stopped`` (the loop's
-    reason), ``epochs`` (trained, at its last validation), ``best_epochs`` (of its best validation) and
+    reason), ``epochs`` (trained, at its last validation), ``best_epochs`` (of its best validation),
     ``improving``: stopped by a cap (epochs, steps, time) with its best validation the last one, so still
-    improving when it stopped. None for a folder without them (a model archive)."""
+    improving when it stopped; and what it cost: ``tokens`` trained and ``train_s``, the wall seconds of its
+    training over every resume (None where a checkpoint from before they were counted began it). None for a
+    folder without them (a model archive)."""
     import json
     from pathlib import Path
 
@@ -283,7 +285,21 @@ def run_budget(run_dir) -> dict | None:
     stopped = loop.get("stopped")
     return {"stopped": stopped, "epochs": valid[-1].get("epochs_done"),
             "best_epochs": best[-1].get("epochs_done") if best else None,
-            "improving": stopped != "early" and bool(valid[-1].get("best"))}
+            "improving": stopped != "early" and bool(valid[-1].get("best")),
+            "tokens": loop.get("tokens_trained"), "train_s": loop.get("seconds_trained")}
+
+
+def run_costs(runs_a: list, runs_b: list) -> dict | None:
+    """What each run of a comparison cost, ``{"a": [{"tokens": N, "train_s": S}, ...], "b": [...]}`` (seed by
+    seed; ``train_s`` None where it was not counted); None if a run has no checkpoint (an archive)."""
+    out = {}
+    for side, runs in (("a", runs_a), ("b", runs_b)):
+        budgets = [run_budget(run) for run in runs]
+        if any(b is None for b in budgets):
+            return None
+        out[side] = [{"tokens": b["tokens"],
+                      "train_s": None if b["train_s"] is None else round(b["train_s"], 1)} for b in budgets]
+    return out
 
 
 def budget_text(runs_a: list, runs_b: list) -> tuple[str, bool] | None:

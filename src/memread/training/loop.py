@@ -175,6 +175,9 @@ class Trainer:
         self.carry: Any = None
         self.first_loss: float | None = None  # the first step's loss: the scale of train.divergence
         self.tokens_trained = 0  # this process's training tokens so far, every epoch (what a run cost)
+        # wall seconds in fit() before this process (every resume's, validations included: what a run cost); None
+        # for a run resumed from a checkpoint written before they were counted (its cost stays unknown)
+        self.seconds_before: float | None = 0.0
         self.running = self._fresh_running()  # sums since the last train record (saved: a resume logs the same)
         self.log = MetricsLog(self.run_dir / "metrics.jsonl", T.tensorboard, enabled=self.where.main)
         self._config_pending = payload is not None and payload["config"] != cfg.to_json()
@@ -221,6 +224,7 @@ class Trainer:
                 "schedule": self.schedule.state_dict(),
                 "first_loss": self.first_loss,
                 "tokens_trained": sum(p["tokens_trained"] for p in processes),  # every process's
+                "seconds_trained": None if self.seconds_before is None else self.seconds_before + self._since_fit(),
                 "running": main["running"],
             },
             "rng": main["rng"]["cpu"],
@@ -275,6 +279,7 @@ class Trainer:
         if self.finished and self.budget_raised(self.cfg.train, self.stopped, self.epoch, self.global_step):
             self.finished, self.stopped = False, None  # --resume RUN --set train.epochs=N: go on
         self.first_loss = loop.get("first_loss")
+        self.seconds_before = loop.get("seconds_trained")  # None in checkpoints from before they were counted
         self.schedule.load_state_dict(loop["schedule"])
         if self.where.distributed:
             own = payload["processes"][self.where.rank]
@@ -300,6 +305,9 @@ class Trainer:
         if stopped == "max_steps":
             return (not T.max_steps or step < T.max_steps) and epoch < T.epochs
         return False
+
+    def _since_fit(self) -> float:
+        return time.perf_counter() - self._fit_t0 if getattr(self, "_fit_t0", None) is not None else 0.0
 
     def _since_resume(self) -> float:
         return time.perf_counter() - self._t0 if getattr(self, "_t0", None) is not None else 0.0
