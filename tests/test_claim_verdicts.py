@@ -53,6 +53,12 @@ def test_a_row_shows_means_over_seeds_the_pooled_interval_and_flags_a_paper_diff
     assert cells[2] == "0.4098 ± 0.0145" and cells[3] == "0.4223 ± 0.0028"
     assert cells[4] == "-0.0125 [-0.0240, -0.0008]" and cells[5] == "0.0434" and cells[6] == "0.272"
     assert cells[8] == "3" and cells[9] == "early stop" and cells[-1] == "does not hold (paper outside)"
+    # what the runs cost, seed by seed, said as means beside the budget (minutes only where each seed counted them)
+    cost = {"a": [{"tokens": 8_000_000, "train_s": 2400.0}, {"tokens": 10_000_000, "train_s": 2520.0}],
+            "b": [{"tokens": 9_000_000, "train_s": None}, {"tokens": 9_000_000, "train_s": 700.0}]}
+    row = claims_markdown([{**rec, "cost": cost}])[-1]
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    assert cells[9] == "early stop; cost a seed: A 41 min, 9.0M tokens; B 9.0M tokens"
     inside = claims_markdown([{**rec, "paper_value": -0.01}])[-1]
     assert inside.rstrip(" |").endswith("holds")
 

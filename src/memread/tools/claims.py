@@ -107,6 +107,26 @@ def _signed(x: float) -> str:
     return ("+" if x > 0 else "") + _g(x)
 
 
+def cost_text(cost: dict | None) -> str:
+    """A comparison's ``cost`` (``memread compare --record``: each seed's tokens and training seconds) as "cost a
+    seed: A 41 min, 8.9M tokens; B 12 min, 8.9M tokens" (means over the seeds; minutes only where every seed's
+    were counted); "" without it."""
+    if not isinstance(cost, dict):
+        return ""
+    sides = []
+    for side in ("a", "b"):
+        runs = cost.get(side) or []
+        tokens = [r.get("tokens") for r in runs]
+        seconds = [r.get("train_s") for r in runs]
+        parts = []
+        if runs and all(is_number(x) for x in seconds):
+            parts.append(f"{sum(seconds) / len(seconds) / 60:.0f} min")
+        if runs and all(is_number(x) for x in tokens):
+            parts.append(f"{sum(tokens) / len(tokens) / 1e6:.1f}M tokens")
+        sides.append(f"{side.upper()} {', '.join(parts) or 'not counted'}")
+    return "cost a seed: " + "; ".join(sides)
+
+
 def claims_markdown(results: Iterable[dict]) -> list[str]:
     """The lines of the ``## Claims`` section: the rule, then one table row per claim comparison."""
     lines = [
@@ -133,6 +153,8 @@ def claims_markdown(results: Iterable[dict]) -> list[str]:
         if ci and is_number(paper) and verdict not in ("not converged",) and not ci[0] <= paper <= ci[1]:
             verdict += " (paper outside)"
         budget = str(rec.get("budget") or BUDGETS.get(rec["experiment"], "-"))
+        cost = cost_text(rec.get("cost"))
+        budget = f"{budget}; {cost}" if cost else budget
         welch = rec.get("welch_p")
         cells = [f"`{rec['experiment'][len(CLAIM_PREFIX):]}`", str(rec["metric"]).removesuffix("_difference"),
                  _side(rec.get("a"), rec.get("mean_a"), rec.get("std_a")),
