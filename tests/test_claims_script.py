@@ -43,6 +43,9 @@ def test_queues_go_seed_by_seed_longest_first_onto_the_least_loaded_queue():
     claim = claims.Claim("t", "test", {"a": claims.Run("x", 50), "b": claims.Run("y", 6)}, [("a", "b", "a-vs-b", 1.0)])
     q1, q2 = claims.queues(claim, 2)
     assert q1 == [("a", 1), ("b", 2), ("a", 3)] and q2 == [("b", 1), ("a", 2), ("b", 3)]
+    # a claim started again: the runs that ended weigh nothing, so the two left to train go side by side
+    q1, q2 = claims.queues(claim, 2, frozenset({("a", 1), ("b", 1), ("b", 2), ("b", 3)}))
+    assert ("a", 2) in q1 and ("a", 3) in q2
 
 
 def test_a_claim_off_the_papers_setup_keeps_its_runs_apart_and_records_only_comparisons(tmp_path, monkeypatch):
