@@ -67,3 +67,40 @@ def test_the_generated_file_holds_the_claims_section():
     text = render_markdown(rows(), [line(+0.02, 0.01, +0.014)])
     assert "## Claims: two models compared at equal recipe" in text
     assert "| `x-a-vs-b` | accuracy |" in text and text.index("## Claims") < text.index("## lstmn:")
+
+
+def test_the_claims_picture_draws_a_row_per_claim_in_a_panel_per_metric(tmp_path, monkeypatch):
+    """``memread reproduce list --plot``: one panel per metric, one row per claim (its latest line), the verdict's
+    colour, and the paper's difference drawn where the paper makes a claim."""
+    import json
+
+    from memread import cli
+    from memread.errors import MemreadError
+    from memread.tools import claims
+    from memread.tools import viz
+    from memread.tools.viz import plt
+
+    recs = [line(+0.02, 0.01, +0.014), line(+0.03, 0.01, +0.014),  # one claim: its latest line
+            {**line(-3.0, 0.4, -2.4, metric="ppl_difference"), "experiment": "claim-y-c-vs-d"},
+            {**line(+30.0, 0.0002, -7.0, converged=False, metric="ppl_difference"), "experiment": "claim-z-e-vs-f"},
+            {**line(-4.3, 0.0002, None, metric="ppl_difference"), "experiment": "claim-z-e-vs-g"}]
+    drawn = {}
+    monkeypatch.setattr(viz, "save", lambda fig, path: drawn.setdefault("fig", fig) and path)  # keep the figure
+    claims.claims_png(recs, tmp_path / "c.png")
+    accuracy, ppl = drawn["fig"].axes
+    assert [t.get_text() for t in accuracy.get_yticklabels()] == ["x-a-vs-b (holds)"]
+    assert [t.get_text() for t in ppl.get_yticklabels()] == [
+        "z-e-vs-g (no claim in the paper)", "z-e-vs-f (not converged)", "y-c-vs-d (within noise)"]
+    dots = [l for l in accuracy.lines if l.get_marker() == "o"]
+    assert [tuple(l.get_xdata()) for l in dots] == [(0.03,)] and dots[0].get_color() == "tab:green"
+    diamonds = [l for l in ppl.lines if l.get_marker() == "D"]
+    assert sorted(float(l.get_xdata()[0]) for l in diamonds) == [-7.0, -2.4]  # none for "no claim in the paper"
+    plt.close(drawn["fig"])
+    monkeypatch.undo()
+    # the command writes the PNG; without claims, one clear line
+    results = tmp_path / "results.jsonl"
+    results.write_text("".join(json.dumps(r) + "\n" for r in recs))
+    assert cli.main(["reproduce", "list", "--plot", str(tmp_path / "claims.png"), "--results", str(results)]) == 0
+    assert (tmp_path / "claims.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    with pytest.raises(MemreadError, match="no claim comparisons"):
+        claims.claims_png([], tmp_path / "none.png")

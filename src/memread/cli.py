@@ -510,13 +510,17 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
 
     if args.target == "list":
         table, results = reproduce.rows(), reproduce.load_results(reproduce.results_path(args.results))
+        if args.plot:
+            from memread.tools.claims import claims_png
+
+            print(f"wrote {claims_png(results, Path(args.plot))}", file=sys.stderr)
         if args.markdown:
             print(reproduce.render_markdown(table, results), end="")
         else:
             print(reproduce.format_listing(table, results))
         return 0
-    if args.markdown:
-        raise MemreadError("--markdown goes with `memread reproduce list`")
+    if args.markdown or args.plot:
+        raise MemreadError(f"{'--markdown' if args.markdown else '--plot'} goes with `memread reproduce list`")
     try:
         lines = reproduce.reproduce(args.target, seeds=args.seeds, run_root=args.run_root, overrides=args.set,
                                     data_root=args.data_root, results=args.results, device=args.device)
@@ -753,6 +757,8 @@ def build_parser() -> argparse.ArgumentParser:
                        help="the papers' table rows: list them with our numbers and verdicts, or rerun one")
     p.add_argument("target", metavar="list|ROW_ID", help="'list': every row; a row id: train its config and record it")
     p.add_argument("--markdown", action="store_true", help="with list: the markdown of results/REPRODUCTION.md")
+    p.add_argument("--plot", metavar="PNG", help="with list: also draw the claims' differences beside the papers' "
+                   "(results/claims.png)")
     p.add_argument("--seeds", type=int, default=1, metavar="N", help="train seeds 1..N (default 1)")
     p.add_argument("--run-root", default="runs/reproduce", help="run directories: RUN_ROOT/ROW_ID/seedS")
     p.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE", help="override a config value")

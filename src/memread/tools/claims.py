@@ -26,7 +26,10 @@ have been seen.
 from __future__ import annotations
 
 import math
+from pathlib import Path
 from typing import Iterable
+
+from memread.errors import MemreadError
 
 CLAIM_PREFIX = "claim-"
 SIGNIFICANCE = 0.05
@@ -138,7 +141,8 @@ def claims_markdown(results: Iterable[dict]) -> list[str]:
         "several were run). **holds**: p < 0.05 with the paper's sign; **does not hold**: p < 0.05 with the opposite "
         "sign, or any p < 0.05 where the paper has the models level; **within noise**: p >= 0.05 (level claims: "
         "holds); **not converged**: a model stopped far from its best, no verdict. *(paper outside)*: the paper's "
-        "difference lies outside our 95 % interval.",
+        "difference lies outside our 95 % interval. As a picture: `results/claims.png` (`memread reproduce list "
+        "--plot results/claims.png`).",
         "",
         "| claim (A vs B) | metric | A | B | A - B [95 % interval] | paired p | Welch p (seeds) | paper A - B | seeds "
         "| budget | commit | verdict |",
@@ -164,3 +168,45 @@ def claims_markdown(results: Iterable[dict]) -> list[str]:
                  budget, str(rec.get("commit") or "-"), verdict]
         lines.append("| " + " | ".join(map(cell, cells)) + " |")
     return lines
+
+
+VERDICT_COLOURS = {"holds": "tab:green", "does not hold": "tab:red", "within noise": "tab:gray",
+                   "not converged": "tab:orange"}
+
+
+def claims_png(results: Iterable[dict], path: Path) -> Path:
+    """The Claims section as a picture: one panel per metric, a row per claim comparison, our difference A - B
+    (the mean over seeds) with its 95 % interval, coloured by verdict, beside the paper's difference (a black
+    diamond; none where the paper makes no claim). A forest plot: which claims hold, and by how much the paper's
+    difference lies from ours, at a glance. Returns the PNG's path."""
+    from memread.tools.viz import plt, save
+
+    recs = claim_records(results)
+    if not recs:
+        raise MemreadError("no claim comparisons (claim-* lines from `memread compare --record`) in the results; "
+                           "nothing to draw")
+    metrics = list(dict.fromkeys(str(r["metric"]).removesuffix("_difference") for r in recs))
+    groups = {m: [r for r in recs if str(r["metric"]).removesuffix("_difference") == m] for m in metrics}
+    heights = [len(g) + 1.2 for g in groups.values()]
+    fig, axes = plt.subplots(len(metrics), 1, figsize=(8.5, 0.32 * sum(heights) + 1.0),
+                             gridspec_kw={"height_ratios": heights}, squeeze=False)
+    for ax, (metric, group) in zip(axes[:, 0], groups.items()):
+        for y, rec in enumerate(reversed(group)):
+            verdict = claim_verdict(rec)
+            colour = VERDICT_COLOURS.get(verdict, "tab:blue")
+            diff, ci, paper = float(rec["value"]), _interval(rec), rec.get("paper_value")
+            if ci:
+                ax.plot(ci, [y, y], color=colour, linewidth=2.5, alpha=0.8)
+            ax.plot([diff], [y], "o", color=colour, markersize=6)
+            if is_number(paper):
+                ax.plot([paper], [y], "D", color="black", markersize=5, fillstyle="none")
+        ax.axvline(0.0, color="black", linewidth=0.8)
+        ax.set_yticks(range(len(group)), [f"{r['experiment'][len(CLAIM_PREFIX):]} ({claim_verdict(r)})"
+                                          for r in reversed(group)], fontsize=7)
+        ax.set_ylim(-0.7, len(group) - 0.3)
+        ax.set_xlabel(f"{metric}: A - B (ours, 95 % interval; \u25c7 the paper's)", fontsize=8)
+        ax.tick_params(axis="x", labelsize=7)
+        ax.grid(axis="x", alpha=0.3)
+    axes[0, 0].set_title("The papers' claims: our difference A - B beside the paper's\n"
+                         "green holds, red does not hold, grey within noise, orange not converged", fontsize=8)
+    return save(fig, path)
