@@ -203,6 +203,22 @@ CLAIMS = {c.name: c for c in (
           [("attention-L10", "lstm", "attention-vs-lstm", -3.2), ("kv-L10", "attention-L10", "kv-vs-attention", -3.8),
            ("kvp-L5", "kv-L10", "kvp-vs-kv", -2.4), ("4gram", "kvp-L5", "4gram-vs-kvp", 0.0)],  # 75.9 vs 75.8: level
           seeds=1, paper_setup=False),
+    # Figure 2a/2b's sweeps at the same recipe: a window past 5 words adds nothing to the attention models (the
+    # paper's L = 15 against L = 5: attention 82.8 vs 82.2, key-value 78.9 vs 79.0, key-value-predict 75.8 vs
+    # 75.8), and the N-gram RNN is best at N = 4 (2-gram 77.1, 4-gram 75.9, 5-gram 77.3). One seed, ~90 minutes a
+    # model on one core: GPU work
+    Claim("daniluk-fig2ab", "a window of 15 no better than 5 for the attention, key-value and key-value-predict LMs, "
+          "and the 4-gram RNN ahead of the 2- and 5-gram ones (Daniluk Figure 2a/2b on Wikipedia), on PTB, the "
+          "paper's recipe (no dropout); one seed",
+          {label: Run(row, 90, DANILUK_PAPER) for label, row in (
+              ("attention-L5", "daniluk-f2a-attention-l5"), ("attention-L15", "daniluk-f2a-attention-l15"),
+              ("kv-L5", "daniluk-f2a-kv-l5"), ("kv-L15", "daniluk-f2a-kv-l15"),
+              ("kvp-L5", "daniluk-f2a-kvp-l5"), ("kvp-L15", "daniluk-f2a-kvp-l15"),
+              ("2gram", "daniluk-f2b-2gram"), ("4gram", "daniluk-f2b-4gram"), ("5gram", "daniluk-f2b-5gram"))},
+          [("attention-L15", "attention-L5", "attention-l15-vs-l5", 0.6), ("kv-L15", "kv-L5", "kv-l15-vs-l5", -0.1),
+           ("kvp-L15", "kvp-L5", "kvp-l15-vs-l5", 0.0), ("4gram", "2gram", "4gram-vs-2gram", -1.2),
+           ("5gram", "4gram", "5gram-vs-4gram", 1.4)],
+          seeds=1, paper_setup=False),
 )}
 
 
