@@ -231,7 +231,8 @@ def train_command(claim: Claim, label: str, seed: int, extra: tuple[str, ...] = 
     run_dir = claim.root / label / f"seed{seed}"
     overrides = [*claim.overrides(label), *extra, f"train.seed={seed}"]
     if not (run_dir / "checkpoint_last.pt").exists():
-        return ["memread", "train", str(config), "--run-dir", str(run_dir), *(x for o in overrides for x in ("--set", o))]
+        sets = [x for o in overrides for x in ("--set", o)]
+        return ["memread", "train", str(config), "--run-dir", str(run_dir), *sets]
     from memread.config import load_experiment
     from memread.experiment import FIXED_ON_RESUME, read_run_config
     from memread.training.checkpoint import loop_state
