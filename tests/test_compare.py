@@ -248,3 +248,8 @@ def test_a_comparisons_budget_says_how_each_run_ended_and_whether_it_converged(t
     assert text == ("A: early stop at 2 epochs (best 1) x2, epoch cap at 1 epochs (best 0.5); "
                     "B: early stop at 2 epochs (best 1)")
     assert budget_text([early], [tmp_path]) is None  # a folder without a checkpoint (an archive): no budget
+    # half-epoch evaluations land on batch boundaries (4.49922 epochs): said to a tenth
+    odd = run("odd", "early", [True, False])
+    lines = (odd / "metrics.jsonl").read_text().replace('"epochs_done": 1.0', '"epochs_done": 4.49922')
+    (odd / "metrics.jsonl").write_text(lines.replace('"epochs_done": 0.5', '"epochs_done": 2.49922'))
+    assert budget_text([odd], [odd])[0] == "A: early stop at 4.5 epochs (best 2.5); B: early stop at 4.5 epochs (best 2.5)"

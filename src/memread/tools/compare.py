@@ -316,7 +316,8 @@ def budget_text(runs_a: list, runs_b: list) -> tuple[str, bool] | None:
                 return None
             converged = converged and not b["improving"]
             how = STOPS.get(b["stopped"], f"stopped: {b['stopped'] or 'not finished'}")
-            parts.append(f"{how} at {b['epochs']:g} epochs (best {b['best_epochs']:g})" if b["epochs"] is not None
+            parts.append(f"{how} at {round(b['epochs'], 1):g} epochs (best {round(b['best_epochs'], 1):g})"
+                         if b["epochs"] is not None
                          and b["best_epochs"] is not None else how)
         same = [(text, len(list(run))) for text, run in itertools.groupby(parts)]  # three like seeds: "... x3"
         sides.append(f"{name}: {', '.join(text if n == 1 else f'{text} x{n}' for text, n in same)}")
