@@ -316,9 +316,10 @@ def budget_text(runs_a: list, runs_b: list) -> tuple[str, bool] | None:
                 return None
             converged = converged and not b["improving"]
             how = STOPS.get(b["stopped"], f"stopped: {b['stopped'] or 'not finished'}")
-            parts.append(f"{how} at {round(b['epochs'], 1):g} epochs (best {round(b['best_epochs'], 1):g})"
-                         if b["epochs"] is not None
-                         and b["best_epochs"] is not None else how)
+            if b["epochs"] is None or b["best_epochs"] is None:
+                parts.append(how)
+            else:  # to a tenth: half-epoch evaluations land on batch boundaries (4.49922 epochs)
+                parts.append(f"{how} at {round(b['epochs'], 1):g} epochs (best {round(b['best_epochs'], 1):g})")
         same = [(text, len(list(run))) for text, run in itertools.groupby(parts)]  # three like seeds: "... x3"
         sides.append(f"{name}: {', '.join(text if n == 1 else f'{text} x{n}' for text, n in same)}")
     return "; ".join(sides), converged
