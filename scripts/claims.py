@@ -309,8 +309,9 @@ def plan(claim: Claim, jobs: int, extra: tuple[str, ...] = (), device: str | Non
 
 
 def run_status(run_dir: Path) -> str:
-    """Where one run stands, from its folder: not started; unfinished (the process is gone or still running) with
-    its epochs and its best validation; or how it ended (``memread compare``'s budget words)."""
+    """Where one run stands, from its folder: not started; training now (the process holding its lock) or
+    unfinished and not running (its process died with a session), with its epochs and its best validation; or how
+    it ended (``memread compare``'s budget words)."""
     import json
 
     from memread.tools.compare import STOPS, run_budget
@@ -320,7 +321,7 @@ def run_status(run_dir: Path) -> str:
         return "not started"
     valid = [r for r in map(json.loads, metrics.read_text(encoding="utf-8").splitlines()) if r.get("event") == "valid"]
     if not valid:
-        return "started, no validation yet"
+        return f"{_unfinished(run_dir)}: no validation yet"
     name = valid[-1].get("selection_metric", "")
     best = max((r for r in valid if r.get("best")), key=lambda r: r.get("epochs_done") or 0, default=None)
     seen = (f"{valid[-1].get('epochs_done', 0):g} epochs; best valid {name} {best[name]:.4g} at epoch "
@@ -329,8 +330,15 @@ def run_status(run_dir: Path) -> str:
     budget = run_budget(run_dir) if (run_dir / "checkpoint_last.pt").is_file() else None
     stopped = budget and budget["stopped"]
     if not stopped:
-        return f"unfinished: {seen}"
+        return f"{_unfinished(run_dir)}: {seen}"
     return f"done ({STOPS.get(stopped, stopped)}{', still improving' if budget['improving'] else ''}): {seen}"
+
+
+def _unfinished(run_dir: Path) -> str:
+    from memread.training.runlock import writer
+
+    who = writer(run_dir)
+    return f"training ({who.split(': ', 1)[0]})" if who else "unfinished, not running (`run` resumes it)"
 
 
 def status(claim: Claim) -> str:

@@ -209,7 +209,8 @@ def test_status_says_where_each_run_stands_from_its_folder(tmp_path, monkeypatch
     assert lines[0] == "# t: test"
     got = {line.split()[0]: line.split(None, 1)[1] for line in lines[1:]}
     assert got["runs/claims/t/a/seed1"] == "done (early stop): 5 epochs; best valid accuracy 0.6 at epoch 2, last 0.52"
-    assert got["runs/claims/t/a/seed2"] == "unfinished: 2 epochs; best valid accuracy 0.45 at epoch 2, last 0.45"
+    assert got["runs/claims/t/a/seed2"] == ("unfinished, not running (`run` resumes it): 2 epochs; best valid accuracy "
+                                           "0.45 at epoch 2, last 0.45")  # its process gone (no lock held)
     assert got["runs/claims/t/b/seed1"].startswith("done (epoch cap, still improving): 2 epochs")
     assert got["runs/claims/t/b/seed2"] == "not started"
     monkeypatch.setattr(sys, "argv", ["claims.py", "status", "wikiqa"])

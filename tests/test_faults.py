@@ -29,6 +29,7 @@ from memread.errors import MemreadError
 from memread.experiment import resume_run, start_run
 from memread.training import checkpoint as checkpoint_module
 from memread.training import loop as loop_module
+from memread.training.runlock import writer
 
 TINY = """
 [data]
@@ -149,9 +150,11 @@ def test_a_second_writer_is_refused_naming_the_holder_and_a_dead_holder_frees_th
             assert saved(run) == before and saved(fresh) == {}
         code, err = run_cli(capsys, "eval", str(run), "--split", "valid")  # readers need no lock
         assert code == 0, err
+        assert f"pid {holder.pid}" in writer(run)  # who writes it, for `scripts/claims.py status`
     finally:
         holder.send_signal(signal.SIGKILL)
         holder.wait()
+    assert writer(run) is None and writer(tmp_path / "never-run") is None
     code, err = run_cli(capsys, "train", "--resume", str(run), "--set", "train.max_steps=6")  # the stale lock is gone
     assert code == 0, err
     assert [r["step"] for r in records(run, "valid")] == [3, 6]

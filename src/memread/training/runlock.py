@@ -36,6 +36,21 @@ def _holder(run_dir: Path) -> str:
         return "another process (its pid is not recorded yet)"
 
 
+def writer(run_dir: Path) -> str | None:
+    """Who is writing ``run_dir`` now ("pid N on HOST, since ...: COMMAND"), or None when no other process holds
+    its lock (a run that ended, or one whose process was killed: ``train --resume`` takes it on)."""
+    path = Path(run_dir) / LOCK_NAME
+    if not path.exists():
+        return None
+    probe = filelock.FileLock(str(path), blocking=False, is_singleton=True)
+    try:
+        probe.acquire()
+    except filelock.Timeout:
+        return _holder(Path(run_dir))
+    probe.release()
+    return None
+
+
 class RunLock:
     """The writer's lock on ``run_dir`` (which must exist). ``acquire`` refuses with one line naming the
     holder when another process holds it; ``release`` (or the end of the process) gives it back."""
