@@ -312,21 +312,19 @@ def run_status(run_dir: Path) -> str:
     """Where one run stands, from its folder: not started; training now (the process holding its lock) or
     unfinished and not running (its process died with a session), with its epochs and its best validation; or how
     it ended (``memread compare``'s budget words)."""
-    import json
+    from memread.tools.compare import STOPS, epochs_text, run_budget, valid_records
 
-    from memread.tools.compare import STOPS, run_budget
-
-    metrics = run_dir / "metrics.jsonl"
-    if not metrics.is_file():
+    if not (run_dir / "metrics.jsonl").is_file():
         return "not started"
-    valid = [r for r in map(json.loads, metrics.read_text(encoding="utf-8").splitlines()) if r.get("event") == "valid"]
+    valid = valid_records(run_dir)
     if not valid:
         return f"{_unfinished(run_dir)}: no validation yet"
     name = valid[-1].get("selection_metric", "")
     best = max((r for r in valid if r.get("best")), key=lambda r: r.get("epochs_done") or 0, default=None)
-    seen = (f"{valid[-1].get('epochs_done', 0):g} epochs; best valid {name} {best[name]:.4g} at epoch "
-            f"{best.get('epochs_done', 0):g}, last {valid[-1][name]:.4g}" if best and name in best else
-            f"{valid[-1].get('epochs_done', 0):g} epochs")
+    seen = f"{epochs_text(valid[-1].get('epochs_done', 0))} epochs"
+    if best and name in best:
+        seen += (f"; best valid {name} {best[name]:.4g} at epoch {epochs_text(best.get('epochs_done', 0))}, "
+                 f"last {valid[-1][name]:.4g}")
     budget = run_budget(run_dir) if (run_dir / "checkpoint_last.pt").is_file() else None
     stopped = budget and budget["stopped"]
     if not stopped:

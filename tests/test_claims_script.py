@@ -205,13 +205,16 @@ def test_status_says_where_each_run_stands_from_its_folder(tmp_path, monkeypatch
     folder("a", 1, "early", [0.5, 0.6, 0.55, 0.54, 0.52], [True, True, False, False, False])
     folder("a", 2, None, [0.4, 0.45], [True, True])
     folder("b", 1, "epochs", [0.3, 0.35], [True, True])
+    halves = tmp_path / "runs/claims/t/b/seed1/metrics.jsonl"  # evaluations on batch boundaries: said to a tenth
+    halves.write_text(halves.read_text().replace('"epochs_done": 2.0', '"epochs_done": 1.99922'))
     lines = claims.status(claim).splitlines()
     assert lines[0] == "# t: test"
     got = {line.split()[0]: line.split(None, 1)[1] for line in lines[1:]}
     assert got["runs/claims/t/a/seed1"] == "done (early stop): 5 epochs; best valid accuracy 0.6 at epoch 2, last 0.52"
     assert got["runs/claims/t/a/seed2"] == ("unfinished, not running (`run` resumes it): 2 epochs; best valid accuracy "
                                            "0.45 at epoch 2, last 0.45")  # its process gone (no lock held)
-    assert got["runs/claims/t/b/seed1"].startswith("done (epoch cap, still improving): 2 epochs")
+    assert got["runs/claims/t/b/seed1"] == ("done (epoch cap, still improving): 2 epochs; best valid accuracy 0.35 "
+                                          "at epoch 2, last 0.35")
     assert got["runs/claims/t/b/seed2"] == "not started"
     monkeypatch.setattr(sys, "argv", ["claims.py", "status", "wikiqa"])
     assert claims.main() == 0

@@ -261,6 +261,22 @@ def compare_seeds(root_a: str, root_b: str, seeds: int, data_root, split: str = 
 STOPS = {"early": "early stop", "epochs": "epoch cap", "max_minutes": "time limit", "max_steps": "step cap"}
 
 
+def valid_records(run_dir) -> list[dict]:
+    """A run's validation records (``metrics.jsonl``, event "valid"), in order; [] for a run without any."""
+    import json
+    from pathlib import Path
+
+    metrics = Path(run_dir) / "metrics.jsonl"
+    if not metrics.is_file():
+        return []
+    return [r for r in map(json.loads, metrics.read_text(encoding="utf-8").splitlines()) if r.get("event") == "valid"]
+
+
+def epochs_text(epochs: float) -> str:
+    """Epochs to a tenth: half-epoch evaluations land on batch boundaries (4.49922 epochs reads "4.5")."""
+    return f"{round(epochs, 1):g}"
+
+
 def run_budget(run_dir) -> dict | None:
     """How a run's training ended, from its ``checkpoint_last.pt`` and ``metrics.jsonl``: ``stopped`` (the loop's
     reason), ``epochs`` (trained, at its last validation), ``best_epochs`` (of its best validation),
@@ -268,7 +284,6 @@ def run_budget(run_dir) -> dict | None:
     improving when it stopped; and what it cost: ``tokens`` trained and ``train_s``, the wall seconds of its
     training over every resume (None where a checkpoint from before they were counted began it). None for a
     folder without them (a model archive)."""
-    import json
     from pathlib import Path
 
     from memread.training.checkpoint import loop_state
@@ -277,8 +292,7 @@ def run_budget(run_dir) -> dict | None:
     if not (run_dir / "checkpoint_last.pt").is_file() or not (run_dir / "metrics.jsonl").is_file():
         return None
     loop = loop_state(run_dir)
-    valid = [r for r in map(json.loads, (run_dir / "metrics.jsonl").read_text(encoding="utf-8").splitlines())
-             if r.get("event") == "valid"]
+    valid = valid_records(run_dir)
     if not valid:
         return None
     best = [r for r in valid if r.get("best")]
@@ -318,8 +332,8 @@ def budget_text(runs_a: list, runs_b: list) -> tuple[str, bool] | None:
             how = STOPS.get(b["stopped"], f"stopped: {b['stopped'] or 'not finished'}")
             if b["epochs"] is None or b["best_epochs"] is None:
                 parts.append(how)
-            else:  # to a tenth: half-epoch evaluations land on batch boundaries (4.49922 epochs)
-                parts.append(f"{how} at {round(b['epochs'], 1):g} epochs (best {round(b['best_epochs'], 1):g})")
+            else:
+                parts.append(f"{how} at {epochs_text(b['epochs'])} epochs (best {epochs_text(b['best_epochs'])})")
         same = [(text, len(list(run))) for text, run in itertools.groupby(parts)]  # three like seeds: "... x3"
         sides.append(f"{name}: {', '.join(text if n == 1 else f'{text} x{n}' for text, n in same)}")
     return "; ".join(sides), converged
