@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The GPU work of a session lent a GPU machine, in one call (it has ~10 minutes):
 #
-#     bash scripts/gpu_checks.sh OUT [MINUTES [CLAIM:JOBS[:SEEDS] ..]]   # MEMREAD_DATA: a data root with their data
+#     bash scripts/gpu_checks.sh OUT [MINUTES [CLAIM:JOBS[:SEEDS[:MINUTES]] ..]]   # MEMREAD_DATA: a data root with their data
 #
 # 1. in the background, issue 23's claims a CPU session cannot finish (scripts/claims.py), every run limited to
 #    MINUTES of training (train.max_minutes; validation at 16 streams, not the CPU's exact 1: a few context resets
@@ -11,6 +11,10 @@
 # 3. when the claims are done, the benches of the suite on the GPU, alone on it (issues 20 and 24).
 # Everything it measures lands in OUT: env.txt, cuda-tests.log, bench.jsonl, memory.log, results.jsonl
 # (the claims' comparisons) and runs.tgz (the runs' metrics, configs, final.json and logs; no checkpoints).
+# Settings by environment: DEVICE (cuda; cpu for a dry run here), GRACE (seconds a claim may take past MINUTES for
+# its final evaluations and comparisons, 240), BENCH=0 (no benches), CKPTS (a glob of run folders whose
+# checkpoints come back, for a CPU session to go on with: packed into ckpt.tar.part-* of 15 MiB, the tool's
+# limit being 16 MiB a file and 8 files, so the small files then travel inside runs.tgz).
 set -u
 out=${1:?usage: gpu_checks.sh OUT [MINUTES]}
 minutes=${2:-5}
@@ -25,28 +29,61 @@ stamp() { echo "[$(( $(date +%s) - t0 )) s] $*" | tee -a "$out/timeline.txt"; }
 { nvidia-smi -L; $py -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda, torch.cuda.get_device_name(0))'
   echo "cpus $(nproc)"; } > "$out/env.txt" 2>&1
 
-claim() {  # NAME JOBS [SEEDS]; a watchdog over the whole claim: its training, final evaluations and comparisons
-  timeout $(( ${minutes%.*} * 60 + 240 )) $py scripts/claims.py run "$1" --jobs "$2" ${3:+--seeds "$3"} --device cuda \
-    --set "train.max_minutes=$minutes" --set train.eval_batch_size=16 > "logs/claim-$1.log" 2>&1
+claim() {  # NAME JOBS SEEDS MINUTES; a watchdog over the whole claim: its training, final evaluations, comparisons
+  local m=${4:-$minutes}
+  timeout $(( ${m%.*} * 60 + ${GRACE:-240} )) $py scripts/claims.py run "$1" --jobs "$2" ${3:+--seeds "$3"} \
+    --device "${DEVICE:-cuda}" \
+    --set "train.max_minutes=$m" --set train.eval_batch_size=16 > "logs/claim-$1.log" 2>&1
   stamp "claim $1 done (exit $?)"
 }
 stamp "claims start"
 for spec in "${claims[@]}"; do
-  IFS=: read -r name jobs seeds <<< "$spec"
-  claim "$name" "$jobs" "$seeds" &
+  IFS=: read -r name jobs seeds mins <<< "$spec"
+  claim "$name" "$jobs" "$seeds" "$mins" &
 done
 
 stamp "cuda tests start"
-timeout 240 $py -m pytest -m cuda tests/test_cuda.py -q -p no:cacheprovider -o addopts="" > "$out/cuda-tests.log" 2>&1
+[ "${DEVICE:-cuda}" = cuda ] && timeout 240 $py -m pytest -m cuda tests/test_cuda.py -q -p no:cacheprovider -o addopts="" > "$out/cuda-tests.log" 2>&1
 stamp "cuda tests done (exit $?)"
 # peaks are per process (max_memory_allocated), so sharing the GPU leaves them as they are; its speeds are not kept
-timeout 150 $py benchmarks/document_memory.py --device cuda --flat nse nse-ckpt lstmn lstm > "$out/memory.log" 2>&1
+[ "${DEVICE:-cuda}" = cuda ] && timeout 150 $py benchmarks/document_memory.py --device cuda --flat nse nse-ckpt lstmn lstm > "$out/memory.log" 2>&1
 stamp "document memory done (exit $?)"
 wait
 stamp "claims all done"
+small=()
+if [ -n "${CKPTS:-}" ]; then  # the small files travel in runs.tgz, so that the parts fit the tool's 8 files
+  for f in env.txt cuda-tests.log memory.log; do [ -f "$out/$f" ] && cp "$out/$f" logs/ && small+=("$out/$f"); done
+fi
 tar czf "$out/runs.tgz" logs $(find runs/claims -name metrics.jsonl -o -name final.json -o -name config.json) 2>/dev/null
+[ ${#small[@]} -gt 0 ] && rm -f "${small[@]}"
+if [ -n "${CKPTS:-}" ]; then
+  # each unfinished run's last checkpoint, and its best where that is not the last (the last validation not the best)
+  ckpts=$($py - $CKPTS <<'EOF'
+import json, sys
+from pathlib import Path
+total = 0
+for d in map(Path, sys.argv[1:]):
+    if not (d / "checkpoint_last.pt").exists():
+        continue
+    from memread.training.checkpoint import load_checkpoint
+    if load_checkpoint(d / "checkpoint_last.pt")["loop"].get("stopped") == "early":
+        continue
+    evals = [r for r in map(json.loads, (d / "metrics.jsonl").read_text().splitlines()) if "best" in r]
+    files = [d / "checkpoint_last.pt", d / "vocab.json"] + ([] if evals and evals[-1]["best"] else [d / "checkpoint_best.pt"])
+    size = sum(f.stat().st_size for f in files if f.exists())
+    if total + size > 58 * 2**20:  # four parts of 15 MiB at most beside three small files
+        print(f"{d}: its checkpoints stay behind ({size / 2**20:.0f} MiB more than the tool brings back)", file=sys.stderr)
+        continue
+    total += size
+    print(*(f for f in files if f.exists()), sep="\n")
+EOF
+)
+  [ -n "$ckpts" ] && tar cf - $ckpts | split -b 15M - "$out/ckpt.tar.part-"
+  stamp "checkpoints packed: $(echo $ckpts | wc -w)"
+fi
 
 # the suite's checks that run on `memread bench`, each once, on the GPU alone
+[ "${BENCH:-1}" = 0 ] && { stamp "end (no benches)"; exit 0; }
 $py - <<'EOF' > logs/bench-args.txt
 from memread.bench.suite import SUITE
 for c in SUITE:
