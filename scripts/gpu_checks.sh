@@ -27,7 +27,7 @@ py=${PYTHON:-python3}
 t0=$(date +%s)
 stamp() { echo "[$(( $(date +%s) - t0 )) s] $*" | tee -a "$out/timeline.txt"; }
 { nvidia-smi -L; $py -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda, torch.cuda.get_device_name(0))'
-  echo "cpus $(nproc)"; } > "$out/env.txt" 2>&1
+  echo "cpus $(nproc --all)"; } > "$out/env.txt" 2>&1
 
 claim() {  # NAME JOBS SEEDS MINUTES; a watchdog over the whole claim: its training, final evaluations, comparisons
   local m=${4:-$minutes}
