@@ -168,14 +168,15 @@ def test_the_gpu_script_starts_each_claim_spec_on_cuda_with_its_jobs_seeds_and_t
     stub.chmod(0o755)
     out = tmp_path / "out"
     done = subprocess.run(["bash", str(REPO / "scripts" / "gpu_checks.sh"), str(out), "0.5", "babi-iaa:9",
-                           "daniluk-fig2c:15:3"], cwd=tmp_path, env={"PATH": "/usr/bin:/bin", "PYTHON": str(stub)},
-                          capture_output=True, text=True, timeout=120)
+                           "daniluk-fig2c:15:3", "ptb-lstmn-1layer:3::6.5"], cwd=tmp_path,
+                          env={"PATH": "/usr/bin:/bin", "PYTHON": str(stub)}, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     calls = log.read_text().splitlines()
     runs = sorted(c for c in calls if c.startswith("scripts/claims.py run"))
     common = "--device cuda --set train.max_minutes=0.5 --set train.eval_batch_size=16"
     assert runs == [f"scripts/claims.py run babi-iaa --jobs 9 {common}",
-                    f"scripts/claims.py run daniluk-fig2c --jobs 15 --seeds 3 {common}"]
+                    f"scripts/claims.py run daniluk-fig2c --jobs 15 --seeds 3 {common}",  # a claim's own limit:
+                    f"scripts/claims.py run ptb-lstmn-1layer --jobs 3 {common.replace('0.5', '6.5')}"]
     assert any(c.startswith("-m pytest -m cuda tests/test_cuda.py") for c in calls)
     assert "claims all done" in (out / "timeline.txt").read_text()
 
@@ -220,3 +221,35 @@ def test_status_says_where_each_run_stands_from_its_folder(tmp_path, monkeypatch
     assert claims.main() == 0
     out = capsys.readouterr().out
     assert out.startswith("# wikiqa: ") and "runs/claims/wikiqa/lstm/seed3" in out and "not started" in out
+
+
+def test_a_claims_comparisons_run_side_by_side_and_one_failing_fails_the_claim(monkeypatch, capsys):
+    """On a GPU a 3-seed comparison takes ~50 s: the claim's four comparisons run ``jobs`` at a time (session 18's
+    call lost two of them to its watchdog when they ran one after another); every one runs even when one fails."""
+    import subprocess
+    import threading
+    import time
+    from types import SimpleNamespace
+
+    live, peak, seen, lock = [0], [0], [], threading.Lock()
+
+    def fake_run(cmd, **kw):
+        with lock:
+            live[0] += 1
+            peak[0] = max(peak[0], live[0])
+            seen.append(cmd)
+        time.sleep(0.2)
+        with lock:
+            live[0] -= 1
+        failed = "claim-daniluk-fig2c-kv-vs-attention" in cmd
+        return SimpleNamespace(returncode=1 if failed else 0, stdout="{}", stderr="memread: error: it broke")
+
+    monkeypatch.setattr(subprocess, "run", fake_run)
+    claim = claims.CLAIMS["daniluk-fig2c"]
+    assert claims.finish(claim, 3, (), "cuda", {}) == 1
+    assert peak[0] == 3 and len(seen) == len(claim.compare) == 4
+    assert all("--device" in c and "cuda" in c for c in seen)
+    assert "it broke" in capsys.readouterr().err
+    peak[0], seen[:] = 0, []
+    monkeypatch.setattr(subprocess, "run", lambda cmd, **kw: fake_run([c for c in cmd if "kv-vs" not in c]))
+    assert claims.finish(claim, 1, (), None, {}) == 0 and peak[0] == 1 and len(seen) == 4
