@@ -253,3 +253,49 @@ def test_a_claims_comparisons_run_side_by_side_and_one_failing_fails_the_claim(m
     peak[0], seen[:] = 0, []
     monkeypatch.setattr(subprocess, "run", lambda cmd, **kw: fake_run([c for c in cmd if "kv-vs" not in c]))
     assert claims.finish(claim, 1, (), None, {}) == 0 and peak[0] == 1 and len(seen) == 4
+
+
+def test_the_gpu_script_brings_back_the_unfinished_runs_checkpoints_in_parts(tmp_path):
+    """CKPTS: each unfinished run's last checkpoint and vocabulary come back (its best too where the last validation
+    was not the best; an early-stopped run's stay), as parts under the tool's 16 MiB a file, and the small logs
+    travel inside runs.tgz so that the files stay within the tool's 8."""
+    import json
+    import subprocess
+    import tarfile
+
+    from memread.training.checkpoint import FORMAT, save_checkpoint
+
+    def run_folder(name: str, stopped: str, last_best: bool) -> Path:
+        d = tmp_path / "runs" / "claims" / "c" / name / "seed1"
+        d.mkdir(parents=True)
+        for ckpt in ("checkpoint_last.pt", "checkpoint_best.pt"):
+            save_checkpoint({"format": FORMAT, "config": "{}", "vocab": "v", "model": {},
+                             "loop": {"stopped": stopped}}, d / ckpt)
+        (d / "vocab.json").write_text("[]")
+        evals = [{"event": "valid", "best": True}, {"event": "train"}, {"event": "valid", "best": last_best}]
+        (d / "metrics.jsonl").write_text("".join(json.dumps(e) + "\n" for e in evals))
+        return d
+
+    run_folder("improving", "max_minutes", True)
+    run_folder("worse-last", "max_minutes", False)
+    run_folder("stopped-early", "early", False)
+    stub = tmp_path / "python"  # the helper that picks the checkpoints runs for real; the rest is stood in for
+    stub.write_text(f'#!/bin/sh\n[ "$1" = - ] && exec {sys.executable} "$@"\ncat > /dev/null\n')
+    stub.chmod(0o755)
+    out = tmp_path / "out"
+    done = subprocess.run(["bash", str(REPO / "scripts" / "gpu_checks.sh"), str(out), "0.5", "x:1"], cwd=tmp_path,
+                          env={"PATH": "/usr/bin:/bin", "PYTHON": str(stub), "BENCH": "0",
+                               "CKPTS": "runs/claims/c/*/seed1"}, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    parts = sorted(out.glob("ckpt.tar.part-*"))
+    assert parts and not (out / "env.txt").exists()
+    packed = tmp_path / "ckpt.tar"
+    packed.write_bytes(b"".join(p.read_bytes() for p in parts))
+    with tarfile.open(packed) as t:
+        names = sorted(t.getnames())
+    c = "runs/claims/c"
+    assert names == sorted([f"{c}/improving/seed1/checkpoint_last.pt", f"{c}/improving/seed1/vocab.json",
+                            f"{c}/worse-last/seed1/checkpoint_last.pt", f"{c}/worse-last/seed1/checkpoint_best.pt",
+                            f"{c}/worse-last/seed1/vocab.json"])
+    with tarfile.open(out / "runs.tgz") as t:
+        assert "logs/env.txt" in t.getnames()
