@@ -389,8 +389,9 @@ def finish(claim: Claim, jobs: int, extra: tuple[str, ...], device: str | None, 
         with lock:
             print(f"{time.strftime('%H:%M:%S')} {shlex.join(cmd)}", flush=True)
         done = subprocess.run(cmd, env=env, cwd=REPO, capture_output=True, text=True)
+        what = cmd[cmd.index("--record") + 1] if "--record" in cmd else " ".join(cmd[3:5])  # "reproduce ROW"
         with lock:
-            print(f"{time.strftime('%H:%M:%S')} done: {shlex.join(cmd[-4:])}\n{done.stdout.strip()[-2000:]}", flush=True)
+            print(f"{time.strftime('%H:%M:%S')} done: {what}\n{done.stdout.strip()[-2000:]}", flush=True)
             if done.returncode != 0:
                 print(done.stderr.strip()[-2000:], file=sys.stderr)
         return done.returncode

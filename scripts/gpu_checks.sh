@@ -45,11 +45,17 @@ for spec in "${claims[@]}"; do
 done
 
 stamp "cuda tests start"
-[ "${DEVICE:-cuda}" = cuda ] && timeout 240 $py -m pytest -m cuda tests/test_cuda.py -q -p no:cacheprovider -o addopts="" > "$out/cuda-tests.log" 2>&1
-stamp "cuda tests done (exit $?)"
+if [ "${DEVICE:-cuda}" = cuda ]; then
+  timeout 240 $py -m pytest -m cuda tests/test_cuda.py -q -p no:cacheprovider -o addopts="" > "$out/cuda-tests.log" 2>&1
+  stamp "cuda tests done (exit $?)"
+else
+  stamp "cuda tests skipped (DEVICE=$DEVICE)"
+fi
 # peaks are per process (max_memory_allocated), so sharing the GPU leaves them as they are; its speeds are not kept
-[ "${DEVICE:-cuda}" = cuda ] && timeout 150 $py benchmarks/document_memory.py --device cuda --flat nse nse-ckpt lstmn lstm > "$out/memory.log" 2>&1
-stamp "document memory done (exit $?)"
+if [ "${DEVICE:-cuda}" = cuda ]; then
+  timeout 150 $py benchmarks/document_memory.py --device cuda --flat nse nse-ckpt lstmn lstm > "$out/memory.log" 2>&1
+  stamp "document memory done (exit $?)"
+fi
 wait
 stamp "claims all done"
 small=()
@@ -61,23 +67,24 @@ tar czf "$out/runs.tgz" logs $(find runs/claims -name metrics.jsonl -o -name fin
 if [ -n "${CKPTS:-}" ]; then
   # each unfinished run's last checkpoint, and its best where that is not the last (the last validation not the best)
   ckpts=$($py - $CKPTS <<'EOF'
-import json, sys
+import sys
 from pathlib import Path
+from memread.tools.compare import run_budget
 total = 0
 for d in map(Path, sys.argv[1:]):
     if not (d / "checkpoint_last.pt").exists():
         continue
-    from memread.training.checkpoint import load_checkpoint
-    if load_checkpoint(d / "checkpoint_last.pt")["loop"].get("stopped") == "early":
+    b = run_budget(d)  # None: no validation yet, so no best to keep apart from the last
+    if b is not None and b["stopped"] == "early":
         continue
-    evals = [r for r in map(json.loads, (d / "metrics.jsonl").read_text().splitlines()) if "best" in r]
-    files = [d / "checkpoint_last.pt", d / "vocab.json"] + ([] if evals and evals[-1]["best"] else [d / "checkpoint_best.pt"])
-    size = sum(f.stat().st_size for f in files if f.exists())
+    files = [d / "checkpoint_last.pt", d / "vocab.json"] + ([d / "checkpoint_best.pt"] if b and not b["improving"] else [])
+    files = [f for f in files if f.exists()]
+    size = sum(f.stat().st_size for f in files)
     if total + size > 58 * 2**20:  # four parts of 15 MiB at most beside three small files
         print(f"{d}: its checkpoints stay behind ({size / 2**20:.0f} MiB more than the tool brings back)", file=sys.stderr)
         continue
     total += size
-    print(*(f for f in files if f.exists()), sep="\n")
+    print(*files, sep="\n")
 EOF
 )
   [ -n "$ckpts" ] && tar cf - $ckpts | split -b 15M - "$out/ckpt.tar.part-"
