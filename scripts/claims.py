@@ -231,6 +231,8 @@ def train_command(claim: Claim, label: str, seed: int, extra: tuple[str, ...] = 
     config = claim.runs[label].config_path
     run_dir = claim.root / label / f"seed{seed}"
     overrides = [*claim.overrides(label), *extra, f"train.seed={seed}"]
+    if not (run_dir / "checkpoint_last.pt").exists() and (run_dir / "final.json").exists():
+        return None  # trained on another machine, which kept its checkpoints: compared from its unit records
     if not (run_dir / "checkpoint_last.pt").exists():
         sets = [x for o in overrides for x in ("--set", o)]
         return ["memread", "train", str(config), "--run-dir", str(run_dir), *sets]
@@ -326,7 +328,7 @@ def run_status(run_dir: Path) -> str:
     if best and name in best:
         seen += (f"; best valid {name} {best[name]:.4g} at epoch {epochs_text(best.get('epochs_done', 0))}, "
                  f"last {valid[-1][name]:.4g}")
-    budget = run_budget(run_dir) if (run_dir / "checkpoint_last.pt").is_file() else None
+    budget = run_budget(run_dir)  # from its unit record where its checkpoints stayed on another machine
     stopped = budget and budget["stopped"]
     if not stopped:
         return f"{_unfinished(run_dir)}: {seen}"
@@ -402,6 +404,12 @@ def finish(claim: Claim, jobs: int, extra: tuple[str, ...], device: str | None, 
     return 1 if any(codes) else 0
 
 
+def only(claim: Claim, labels: list[str]) -> Claim:
+    """The claim cut down to the runs ``labels`` and the comparisons between two of them (KeyError: not a run)."""
+    runs = {label: claim.runs[label] for label in labels}
+    return replace(claim, runs=runs, compare=[c for c in claim.compare if c[0] in runs and c[1] in runs])
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("verb", choices=["list", "plan", "run", "status"])
@@ -411,6 +419,8 @@ def main() -> int:
                     help="an override for every run of the claim (after its own), e.g. train.max_minutes=6")
     ap.add_argument("--device", help="train (train.device) and compare on this device, e.g. cuda")
     ap.add_argument("--seeds", type=int, help="seeds 1 .. N of every run instead of the claim's own number")
+    ap.add_argument("--only", metavar="RUN[,RUN..]", help="these runs of the claim alone, and the comparisons "
+                    "between them (e.g. the LSTM of a claim on a GPU, its LSTMNs on a CPU)")
     args = ap.parse_args()
     extra = extra_overrides(args.set, args.device)
     if args.verb == "list":
@@ -427,6 +437,11 @@ def main() -> int:
     if args.claim is None:
         ap.error(f"{args.verb} needs a claim: {', '.join(sorted(CLAIMS))}")
     claim = CLAIMS[args.claim] if args.seeds is None else replace(CLAIMS[args.claim], seeds=args.seeds)
+    if args.only:
+        try:
+            claim = only(claim, args.only.split(","))
+        except KeyError as e:
+            ap.error(f"--only: {claim.name} has no run {e.args[0]!r} (its runs: {', '.join(claim.runs)})")
     if args.verb == "plan":
         print(plan(claim, args.jobs, extra, args.device))
         return 0

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The GPU work of a session lent a GPU machine, in one call (it has ~10 minutes):
 #
-#     bash scripts/gpu_checks.sh OUT [MINUTES [CLAIM:JOBS[:SEEDS[:MINUTES]] ..]]   # MEMREAD_DATA: a data root with their data
+#     bash scripts/gpu_checks.sh OUT [MINUTES [CLAIM:JOBS[:SEEDS[:MINUTES[:RUN,..]]] ..]]   # MEMREAD_DATA: their data root
 #
 # 1. in the background, issue 23's claims a CPU session cannot finish (scripts/claims.py), every run limited to
 #    MINUTES of training (train.max_minutes; validation at 16 streams, not the CPU's exact 1: a few context resets
@@ -12,8 +12,10 @@
 # 2. meanwhile the CUDA tests (tests/test_cuda.py) and the GPU memory of 2,000-word documents (issue 24);
 # 3. when the claims are done, the benches of the suite on the GPU, alone on it (issues 20 and 24).
 # Everything it measures lands in OUT: env.txt, cuda-tests.log, bench.jsonl, memory.log, results.jsonl
-# (the claims' comparisons) and runs.tgz (the runs' metrics, configs, final.json and logs; no checkpoints).
-# Settings by environment: DEVICE (cuda; cpu for a dry run here), GRACE (seconds a claim may take past MINUTES for
+# (the claims' comparisons) and runs.tgz (the runs' metrics, configs, vocabularies, final.json, unit records
+# and logs; no checkpoints: the unit records are what a later comparison on a CPU reads in their place).
+# A claim's RUN,.. (claims.py --only): those of its runs alone, e.g. the LSTM of a claim whose LSTMNs train on a CPU.
+# Settings by environment: DEVICE (cuda; cpu for a dry run here), TESTS=0 (no CUDA tests, no memory check), GRACE (seconds a claim may take past MINUTES for
 # its final evaluations and comparisons, 240), BENCH=0 (no benches), CKPTS (a glob of run folders whose
 # checkpoints come back, for a CPU session to go on with: packed into ckpt.tar.part-* of 15 MiB, the tool's
 # limit being 16 MiB a file and 8 files, so the small files then travel inside runs.tgz).
@@ -31,28 +33,28 @@ stamp() { echo "[$(( $(date +%s) - t0 )) s] $*" | tee -a "$out/timeline.txt"; }
 { nvidia-smi -L; $py -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda, torch.cuda.get_device_name(0))'
   echo "cpus $(nproc --all)"; } > "$out/env.txt" 2>&1
 
-claim() {  # NAME JOBS SEEDS MINUTES; a watchdog over the whole claim: its training, final evaluations, comparisons
+claim() {  # NAME JOBS SEEDS MINUTES RUNS; a watchdog over the whole claim: its training, final evaluations, comparisons
   local m=${4:-$minutes}
-  timeout $(( ${m%.*} * 60 + ${GRACE:-240} )) $py scripts/claims.py run "$1" --jobs "$2" ${3:+--seeds "$3"} \
+  timeout $(( ${m%.*} * 60 + ${GRACE:-240} )) $py scripts/claims.py run "$1" --jobs "$2" ${3:+--seeds "$3"} ${5:+--only "$5"} \
     --device "${DEVICE:-cuda}" \
     --set "train.max_minutes=$m" --set train.eval_batch_size=16 > "logs/claim-$1.log" 2>&1
   stamp "claim $1 done (exit $?)"
 }
 stamp "claims start"
 for spec in "${claims[@]}"; do
-  IFS=: read -r name jobs seeds mins <<< "$spec"
-  claim "$name" "$jobs" "$seeds" "$mins" &
+  IFS=: read -r name jobs seeds mins runs <<< "$spec"
+  claim "$name" "$jobs" "$seeds" "$mins" "$runs" &
 done
 
 stamp "cuda tests start"
-if [ "${DEVICE:-cuda}" = cuda ]; then
+if [ "${DEVICE:-cuda}" = cuda ] && [ "${TESTS:-1}" != 0 ]; then
   timeout 240 $py -m pytest -m cuda tests/test_cuda.py -q -p no:cacheprovider -o addopts="" > "$out/cuda-tests.log" 2>&1
   stamp "cuda tests done (exit $?)"
 else
-  stamp "cuda tests skipped (DEVICE=$DEVICE)"
+  stamp "cuda tests skipped (DEVICE=${DEVICE:-cuda}, TESTS=${TESTS:-1})"
 fi
 # peaks are per process (max_memory_allocated), so sharing the GPU leaves them as they are; its speeds are not kept
-if [ "${DEVICE:-cuda}" = cuda ]; then
+if [ "${DEVICE:-cuda}" = cuda ] && [ "${TESTS:-1}" != 0 ]; then
   timeout 150 $py benchmarks/document_memory.py --device cuda --flat nse nse-ckpt lstmn lstm > "$out/memory.log" 2>&1
   stamp "document memory done (exit $?)"
 fi
@@ -62,7 +64,9 @@ small=()
 if [ -n "${CKPTS:-}" ]; then  # the small files travel in runs.tgz, so that the parts fit the tool's 8 files
   for f in env.txt cuda-tests.log memory.log; do [ -f "$out/$f" ] && cp "$out/$f" logs/ && small+=("$out/$f"); done
 fi
-tar czf "$out/runs.tgz" logs $(find runs/claims -name metrics.jsonl -o -name final.json -o -name config.json) 2>/dev/null
+# with each ended run's unit records (units-*.npz, final_evaluation's): a CPU session compares it without its checkpoints
+tar czf "$out/runs.tgz" logs $(find runs/claims -name metrics.jsonl -o -name final.json -o -name config.json \
+  -o -name vocab.json -o -name 'units-*.npz') 2>/dev/null
 [ ${#small[@]} -gt 0 ] && rm -f "${small[@]}"
 if [ -n "${CKPTS:-}" ]; then
   # each unfinished run's last checkpoint, and its best where that is not the last (the last validation not the best)

@@ -107,6 +107,24 @@ def test_a_run_folder_is_resumed_with_the_claims_new_train_values_and_an_ended_r
         claims.train_command(wikiqa, "mma-nse-attention", 1)
 
 
+def test_a_run_trained_elsewhere_is_left_and_only_trains_the_named_runs(tmp_path, monkeypatch):
+    """A folder that came back from a GPU with final.json and unit records but no checkpoint has ended (its
+    comparisons read the records); ``--only`` cuts a claim down to some of its runs and the comparisons between them."""
+    monkeypatch.chdir(tmp_path)
+    claim = claims.CLAIMS["ptb-lstmn-1layer-dropout"]
+    run = tmp_path / "runs/claims/ptb-lstmn-1layer-dropout/lstm/seed1"
+    run.mkdir(parents=True)
+    assert claims.train_command(claim, "lstm", 1)[:3] == ["memread", "train", str(claim.runs["lstm"].config_path)]
+    (run / "final.json").write_text("{}")
+    assert claims.train_command(claim, "lstm", 1) is None
+    lstm = claims.only(claim, ["lstm"])
+    assert list(lstm.runs) == ["lstm"] and lstm.compare == []
+    two = claims.only(claim, ["lstmn-empty", "lstm"])
+    assert [c[2] for c in two.compare] == ["lstmn-empty-vs-lstm"]
+    with pytest.raises(KeyError):
+        claims.only(claim, ["gru"])
+
+
 def wikiqa_epochs(claim) -> int:
     return load_experiment(REPO / claim.runs["lstm"].config_path, claim.overrides("lstm")).train.epochs
 
@@ -168,7 +186,8 @@ def test_the_gpu_script_starts_each_claim_spec_on_cuda_with_its_jobs_seeds_and_t
     stub.chmod(0o755)
     out = tmp_path / "out"
     done = subprocess.run(["bash", str(REPO / "scripts" / "gpu_checks.sh"), str(out), "0.5", "babi-iaa:9",
-                           "daniluk-fig2c:15:3", "ptb-lstmn-1layer:3::6.5"], cwd=tmp_path,
+                           "daniluk-fig2c:15:3", "ptb-lstmn-1layer:3::6.5", "ptb-lstmn-1layer-dropout:1:::lstm"],
+                          cwd=tmp_path,
                           env={"PATH": "/usr/bin:/bin", "PYTHON": str(stub)}, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     calls = log.read_text().splitlines()
@@ -176,9 +195,18 @@ def test_the_gpu_script_starts_each_claim_spec_on_cuda_with_its_jobs_seeds_and_t
     common = "--device cuda --set train.max_minutes=0.5 --set train.eval_batch_size=16"
     assert runs == [f"scripts/claims.py run babi-iaa --jobs 9 {common}",
                     f"scripts/claims.py run daniluk-fig2c --jobs 15 --seeds 3 {common}",  # a claim's own limit:
-                    f"scripts/claims.py run ptb-lstmn-1layer --jobs 3 {common.replace('0.5', '6.5')}"]
+                    f"scripts/claims.py run ptb-lstmn-1layer --jobs 3 {common.replace('0.5', '6.5')}",
+                    f"scripts/claims.py run ptb-lstmn-1layer-dropout --jobs 1 --only lstm {common}"]  # some of its runs
     assert any(c.startswith("-m pytest -m cuda tests/test_cuda.py") for c in calls)
     assert "claims all done" in (out / "timeline.txt").read_text()
+    # TESTS=0: the claims alone, no CUDA tests or memory check beside them
+    log.unlink()
+    done = subprocess.run(["bash", str(REPO / "scripts" / "gpu_checks.sh"), str(out), "0.5", "babi-iaa:9"],
+                          cwd=tmp_path, env={"PATH": "/usr/bin:/bin", "PYTHON": str(stub), "TESTS": "0"},
+                          capture_output=True, text=True, timeout=120)
+    calls = log.read_text().splitlines()
+    assert done.returncode == 0 and any(c.startswith("scripts/claims.py run babi-iaa") for c in calls)
+    assert not any("pytest" in c or "document_memory" in c for c in calls)
 
 
 def test_status_says_where_each_run_stands_from_its_folder(tmp_path, monkeypatch, capsys):
@@ -278,7 +306,7 @@ def test_the_gpu_script_brings_back_the_unfinished_runs_checkpoints_in_parts(tmp
 
     run_folder("improving", "max_minutes", True)
     run_folder("worse-last", "max_minutes", False)
-    run_folder("stopped-early", "early", False)
+    (run_folder("stopped-early", "early", False) / "units-test.npz").write_bytes(b"units")  # final_evaluation's
     stub = tmp_path / "python"  # the helper that picks the checkpoints runs for real; the rest is stood in for
     stub.write_text(f'#!/bin/sh\n[ "$1" = - ] && exec {sys.executable} "$@"\ncat > /dev/null\n')
     stub.chmod(0o755)
@@ -299,3 +327,7 @@ def test_the_gpu_script_brings_back_the_unfinished_runs_checkpoints_in_parts(tmp
                             f"{c}/worse-last/seed1/vocab.json"])
     with tarfile.open(out / "runs.tgz") as t:
         assert "logs/env.txt" in t.getnames()
+        # an ended run's unit records and vocabulary travel in runs.tgz (what a comparison elsewhere reads), never a
+        # checkpoint
+        assert {f"{c}/stopped-early/seed1/units-test.npz", f"{c}/stopped-early/seed1/vocab.json"} <= set(t.getnames())
+        assert not [n for n in t.getnames() if n.endswith(".pt")]

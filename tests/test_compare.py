@@ -253,3 +253,51 @@ def test_a_comparisons_budget_says_how_each_run_ended_and_whether_it_converged(t
     lines = (odd / "metrics.jsonl").read_text().replace('"epochs_done": 1.0', '"epochs_done": 4.49922')
     (odd / "metrics.jsonl").write_text(lines.replace('"epochs_done": 0.5', '"epochs_done": 2.49922'))
     assert budget_text([odd], [odd])[0] == "A: early stop at 4.5 epochs (best 2.5); B: early stop at 4.5 epochs (best 2.5)"
+
+
+@pytest.mark.slow
+def test_a_run_whose_checkpoints_stayed_elsewhere_is_compared_from_its_unit_record(tmp_path, fixtures):
+    """``final_evaluation`` keeps the best checkpoint's unit statistics (``units-test.npz``), so a run folder that
+    came back from a GPU without its checkpoints is still paired, with the same numbers and the same budget; a
+    record that no longer describes the checkpoint in the folder (trained further) is not used."""
+    import shutil
+
+    from memread.tools.compare import compare_runs, run_budget
+    from memread.training.checkpoint import load_checkpoint, save_checkpoint
+    from memread.training.units import read_units, record_path
+
+    runs = []
+    for seed in (1, 2):
+        cfg = tmp_path / f"exp{seed}.toml"
+        cfg.write_text('[data]\nname = "wikiqa"\nvectors = "glove/tiny.txt"\n\n[head]\nname = "pair"\n'
+                       'encoder = "attention"\nemb = 8\nmlp = 8\n\n[reader]\nname = "lstm"\nhidden = 8\n\n'
+                       f'[train]\nmax_steps = 6\nbatch_size = 4\nprogress = false\nseed = {seed}\n')
+        run = tmp_path / f"run{seed}"
+        r = _memread("train", cfg, "--run-dir", run, data_root=fixtures)
+        assert r.returncode == 0, r.stderr
+        runs.append(run)
+    b = runs[1]
+    assert read_units(b, "test", "best", None, "32")[2]["batch_size"] > 0  # the record of what final.json measured
+    fresh = compare_runs(str(runs[0]), str(b), fixtures, resamples=300)
+    budget = run_budget(b)
+    assert budget["stopped"] == "max_steps" and budget["tokens"] > 0
+    # the checkpoints stay behind (a GPU's run folder comes back without them): the same comparison, the same budget
+    away = tmp_path / "away"
+    away.mkdir()
+    for name in ("checkpoint_best.pt", "checkpoint_last.pt"):
+        shutil.move(b / name, away / name)
+    kept = compare_runs(str(runs[0]), str(b), fixtures, resamples=300)
+    assert {k: kept[k] for k in ("a", "b", "difference", "p_value", "units")} == \
+        {k: fresh[k] for k in ("a", "b", "difference", "p_value", "units")}
+    assert run_budget(b) == budget
+    with pytest.raises(MemreadError, match="checkpoint_last.pt here.*another checkpoint"):
+        compare_runs(str(runs[0]), str(b), fixtures, checkpoint="last")
+    # the checkpoint back, but changed since (a resumed run trained further): evaluated again, not read
+    payload = load_checkpoint(away / "checkpoint_best.pt")
+    payload["model"] = {k: v * 1.5 if v.is_floating_point() else v for k, v in payload["model"].items()}
+    save_checkpoint(payload, b / "checkpoint_best.pt")
+    shutil.move(away / "checkpoint_last.pt", b / "checkpoint_last.pt")
+    assert read_units(b, "test", "best", None, "32") is None  # "32": the runs' precision, as the record says:
+    assert read_units(b, "valid", "best", None, "32") is None and record_path(b, "test").is_file()
+    changed = compare_runs(str(runs[0]), str(b), fixtures, resamples=300)
+    assert changed["a"] == fresh["a"] and changed["b"] != fresh["b"]

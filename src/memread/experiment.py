@@ -2,7 +2,8 @@
 
 A run directory holds ``config.json`` (the full, validated experiment), ``vocab.json``,
 ``metrics.jsonl``, ``checkpoint_last.pt``, ``checkpoint_best.pt`` and, when training ends,
-``final.json`` (the best checkpoint's validation and test metrics).
+``final.json`` (the best checkpoint's validation and test metrics) with ``units-{valid,test}.npz`` (its unit
+statistics, for ``memread compare``: :mod:`memread.training.units`).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from memread.training.checkpoint import check_compatible, load_checkpoint, load_
 from memread.training.loop import Trainer, evaluate
 from memread.training.distributed import Placement, on_main, placement, resolve_device
 from memread.training.runlock import RunLock
+from memread.training.units import save_units
 
 
 def build_task(cfg: ExperimentConfig, data_root: Path, vocab: Vocab | None = None) -> Task:
@@ -91,7 +93,7 @@ def _locked(run_dir: Path, work: Callable[[], None], where: Placement) -> RunLoc
 
 def _write_new_run(cfg: ExperimentConfig, run_dir: Path, task: Task) -> None:
     """Under the lock: clear what a run that never checkpointed left, write config.json and vocab.json."""
-    for name in ("metrics.jsonl", "checkpoint_best.pt", "final.json"):
+    for name in ("metrics.jsonl", "checkpoint_best.pt", "final.json", *(p.name for p in run_dir.glob("units-*.npz"))):
         (run_dir / name).unlink(missing_ok=True)
     write_text_atomically(run_dir / "config.json", cfg.to_json())
     task.vocab.save(run_dir / "vocab.json")
@@ -218,7 +220,13 @@ def final_evaluation(run_dir: Path, data_root: Path, splits=("valid", "test"), p
     ``final.json``."""
     cfg, task, model = load_trained(run_dir, data_root, "best", device)
     bs = cfg.train.eval_batch_size or task.default_eval_batch_size
-    result = {split: evaluate(model, task, split, bs, progress, precision=cfg.train.precision) for split in splits}
+    result = {}
+    for split in splits:
+        units: list = []
+        result[split] = evaluate(model, task, split, bs, progress, precision=cfg.train.precision, units=units)
+        if units and all(u is not None for u in units):  # what memread compare pairs, for a folder whose
+            # checkpoints stay elsewhere
+            save_units(run_dir, split, units, "best", bs, cfg.train.precision)
     write_text_atomically(Path(run_dir) / "final.json", json.dumps(result, indent=2))
     return result
 

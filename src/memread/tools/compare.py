@@ -46,17 +46,12 @@ class UnitTable:
     values: np.ndarray
 
     @classmethod
-    def from_batches(cls, batches: list[dict[str, np.ndarray]]) -> "UnitTable":
+    def from_batches(cls, batches: list[dict[str, np.ndarray] | None]) -> "UnitTable":
         """Concatenate per-batch ``{key: (U_b,)}`` tables, in batch order (keys that only some batches
         have, such as bAbI's per-task counts, are 0 in the others)."""
-        keys = tuple(sorted({k for b in batches for k in b}))
-        if not keys:
-            raise MemreadError("this criterion reports no unit statistics: no paired test is possible")
-        cols = []
-        for b in batches:
-            n = len(next(iter(b.values())))
-            cols.append(np.stack([np.asarray(b.get(k, np.zeros(n)), dtype=np.float64) for k in keys], axis=1))
-        return cls(keys, np.concatenate(cols, axis=0))
+        from memread.training.units import unit_matrix
+
+        return cls(*unit_matrix(batches))
 
     def __len__(self) -> int:
         return len(self.values)
@@ -160,17 +155,36 @@ def paired_test(a: UnitTable, b: UnitTable, summarize: Summarize, metric: str, h
 
 def _evaluate_units(run_dir: str, data_root, split: str, checkpoint: str, batch_size: int, device: str,
                     progress: bool) -> tuple[UnitTable, object, int]:
-    """One run's unit statistics on ``split``: (table, criterion, batch size used)."""
+    """One run's unit statistics on ``split``: (table, criterion, batch size used). From the run's unit record
+    (:mod:`memread.training.units`) where it measured this checkpoint at this batch size and the run's precision,
+    as it must where the checkpoint is not in the folder (a run trained on another machine); else evaluated, at
+    the run's precision, as ``final.json`` was."""
     from pathlib import Path
 
-    from memread.experiment import load_trained
+    from memread.data.vocab import Vocab
+    from memread.experiment import build_model, build_task, is_archive, load_trained, read_run_config
     from memread.training.loop import evaluate
+    from memread.training.units import read_units, record_path
 
-    cfg, task, model = load_trained(Path(run_dir), data_root, checkpoint, device)
+    run = Path(run_dir)
+    if not is_archive(run) and (run / "config.json").is_file():
+        cfg = read_run_config(run)
+        recorded = read_units(run, split, checkpoint, batch_size or cfg.train.eval_batch_size or None,
+                              cfg.train.precision)
+        if recorded is not None:
+            keys, values, meta = recorded
+            task = build_task(cfg, data_root, vocab=Vocab.load(run / "vocab.json"))
+            return UnitTable(keys, values), task.build_criterion(build_model(cfg, task)), meta["batch_size"]
+        if not (run / f"checkpoint_{checkpoint}.pt").is_file() and record_path(run, split).is_file():
+            raise MemreadError(f"{run}: no checkpoint_{checkpoint}.pt here, and its {record_path(run, split).name} "
+                               f"measured another checkpoint, batch size or precision: compare it at the record's "
+                               f"(--checkpoint, --batch-size) or where its checkpoints are")
+    cfg, task, model = load_trained(run, data_root, checkpoint, device)
     batch_size = batch_size or cfg.train.eval_batch_size or task.default_eval_batch_size
     criterion = task.build_criterion(model)
     units: list = []
-    evaluate(model, task, split, batch_size, progress=progress, criterion=criterion, units=units)
+    evaluate(model, task, split, batch_size, progress=progress, criterion=criterion, units=units,
+             precision=cfg.train.precision)
     return UnitTable.from_batches(units), criterion, batch_size
 
 
@@ -282,18 +296,21 @@ def run_budget(run_dir) -> dict | None:
     reason), ``epochs`` (trained, at its last validation), ``best_epochs`` (of its best validation),
     ``improving``: stopped by a cap (epochs, steps, time) with its best validation the last one, so still
     improving when it stopped; and what it cost: ``tokens`` trained and ``train_s``, the wall seconds of its
-    training over every resume (None where a checkpoint from before they were counted began it). None for a
-    folder without them (a model archive)."""
+    training over every resume (None where a checkpoint from before they were counted began it). A folder whose
+    ``checkpoint_last.pt`` stayed on another machine answers from the loop state its unit record kept. None for
+    a folder without either (a model archive)."""
     from pathlib import Path
 
     from memread.training.checkpoint import loop_state
+    from memread.training.units import recorded_loop
 
     run_dir = Path(run_dir)
-    if not (run_dir / "checkpoint_last.pt").is_file() or not (run_dir / "metrics.jsonl").is_file():
+    if not (run_dir / "metrics.jsonl").is_file():
         return None
-    loop = loop_state(run_dir)
+    # a folder whose checkpoints stayed on the machine that trained it: the loop state its unit record kept
+    loop = loop_state(run_dir) if (run_dir / "checkpoint_last.pt").is_file() else recorded_loop(run_dir)
     valid = valid_records(run_dir)
-    if not valid:
+    if loop is None or not valid:
         return None
     best = [r for r in valid if r.get("best")]
     stopped = loop.get("stopped")

@@ -73,6 +73,11 @@ def write_text_atomically(path: Path, text: str) -> None:
     _write_atomically(Path(path), lambda f: f.write(text.encode("utf-8")))
 
 
+def write_bytes_atomically(path: Path, data: bytes) -> None:
+    """A run directory's binary file (a unit record), written as checkpoints are."""
+    _write_atomically(Path(path), lambda f: f.write(data))
+
+
 def load_checkpoint(path: Path) -> dict[str, Any]:
     path = Path(path)
     if not path.is_file():

@@ -52,7 +52,8 @@ def evaluate(model: torch.nn.Module, task: Any, split: str, batch_size: int, pro
     device. Under torchrun the processes share the work (independent batches by index; a stream whose
     batches continue each other is read by process 0 alone) and every process gets the same metrics.
     ``units``: a list that receives, batch by batch, the criterion's unit statistics ``{key: (U_b,) numpy}``
-    (:attr:`memread.criteria.base.Loss.units`, for :mod:`memread.tools.compare`); one process only."""
+    (:attr:`memread.criteria.base.Loss.units`, for :mod:`memread.tools.compare`; None for a batch it does not split
+    by unit); one process only."""
     model.eval()
     device = next(model.parameters()).device
     where = where if where is not None else Placement(device)
@@ -77,11 +78,8 @@ def evaluate(model: torch.nn.Module, task: Any, split: str, batch_size: int, pro
         state = out.state
         for k, v in loss.stats.items():
             stats[k] += float(v)
-        if units is not None:
-            if loss.units is None:
-                raise MemreadError(f"the criterion {type(criterion).__name__} does not split its statistics by unit "
-                                   f"on this batch, so no paired test is possible")
-            units.append({k: v.double().cpu().numpy() for k, v in loss.units.items()})
+        if units is not None:  # None for a batch the criterion does not split by unit
+            units.append(None if loss.units is None else {k: v.double().cpu().numpy() for k, v in loss.units.items()})
     return criterion.summarize(sum_over_processes(dict(stats), where))
 
 

@@ -1,0 +1,122 @@
+"""A run's unit statistics on a split, kept in its folder beside ``final.json``: ``units-{split}.npz``.
+
+:func:`memread.training.loop.evaluate` can hand back, batch by batch, the criterion's statistics of each
+**unit** (an example, a WikiQA question, one row of a language-model segment): what ``memread compare``'s
+paired tests resample. ``final_evaluation`` keeps those of the best checkpoint, so a run folder can be
+compared without its checkpoints: a run trained on a lent GPU comes back as its metrics, config, final.json
+and these few kilobytes, its 25 MiB checkpoints staying behind, and a CPU session still pairs it with a run
+it finishes itself.
+
+A record says which checkpoint it measured (``checkpoint``: best or last, and the SHA-256 of that file), at
+which batch size and precision (units are the batches' rows: a different batch size makes different units),
+and the loop state of the run's ``checkpoint_last.pt`` when it was written (how the training ended, what it
+cost). :func:`read_units` gives it back only while it still describes the run: the checkpoint it measured is
+the one in the folder, or is no longer there. Written atomically; read with ``allow_pickle=False``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import zipfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from memread.errors import MemreadError
+from memread.training.checkpoint import loop_state, write_bytes_atomically
+
+FORMAT = "memread-units-v1"
+LOOP_KEYS = ("epoch", "global_step", "finished", "stopped", "tokens_trained", "seconds_trained")
+
+
+def unit_matrix(batches: list[dict[str, np.ndarray] | None]) -> tuple[tuple[str, ...], np.ndarray]:
+    """Per-batch ``{key: (U_b,)}`` statistics as ``(keys, values (U, K))``, in batch order (keys that only some
+    batches have, such as bAbI's per-task counts, are 0 in the others)."""
+    if any(b is None for b in batches):
+        raise MemreadError("the criterion does not split its statistics by unit on every batch, so no paired test is "
+                           "possible")
+    keys = tuple(sorted({k for b in batches for k in b}))
+    if not keys:
+        raise MemreadError("this criterion reports no unit statistics: no paired test is possible")
+    cols = []
+    for b in batches:
+        n = len(next(iter(b.values())))
+        cols.append(np.stack([np.asarray(b.get(k, np.zeros(n)), dtype=np.float64) for k in keys], axis=1))
+    return keys, np.concatenate(cols, axis=0)
+
+
+def record_path(run_dir: Path, split: str) -> Path:
+    return Path(run_dir) / f"units-{split}.npz"
+
+
+def file_sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def save_units(run_dir: Path, split: str, batches: list[dict[str, np.ndarray]], checkpoint: str, batch_size: int,
+               precision: str) -> Path:
+    """Record the unit statistics of ``checkpoint_{checkpoint}.pt`` on ``split`` (``batches``: what
+    ``evaluate(..., units=batches)`` collected)."""
+    run_dir = Path(run_dir)
+    keys, values = unit_matrix(batches)
+    last = run_dir / "checkpoint_last.pt"
+    loop = loop_state(run_dir) if last.is_file() else {}
+    meta = {"format": FORMAT, "split": split, "checkpoint": checkpoint,
+            "sha256": file_sha256(run_dir / f"checkpoint_{checkpoint}.pt"), "batch_size": int(batch_size),
+            "precision": str(precision), "loop": {k: loop.get(k) for k in LOOP_KEYS if k in loop}}
+    buf = io.BytesIO()
+    np.savez(buf, keys=np.array(keys, dtype=np.str_), values=values, meta=np.array(json.dumps(meta)))
+    path = record_path(run_dir, split)
+    write_bytes_atomically(path, buf.getvalue())
+    return path
+
+
+def _load(path: Path) -> tuple[dict[str, Any], tuple[str, ...], np.ndarray]:
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            meta = json.loads(str(z["meta"]))
+            keys, values = tuple(str(k) for k in z["keys"]), np.asarray(z["values"], dtype=np.float64)
+    except (OSError, ValueError, KeyError, zipfile.BadZipFile, json.JSONDecodeError) as e:
+        raise MemreadError(f"{path}: not a readable unit record ({str(e).splitlines()[0][:120] if str(e) else type(e).__name__}); "
+                           f"remove it and the comparison evaluates the checkpoint again") from None
+    if not isinstance(meta, dict) or meta.get("format") != FORMAT:
+        raise MemreadError(f"{path}: not a memread unit record (format {FORMAT} expected)")
+    if values.ndim != 2 or values.shape[1] != len(keys):
+        raise MemreadError(f"{path}: its values ({values.shape}) do not fit its {len(keys)} statistics")
+    return meta, keys, values
+
+
+def read_units(run_dir: Path, split: str, checkpoint: str, batch_size: int | None,
+               precision: str) -> tuple[tuple[str, ...], np.ndarray, dict[str, Any]] | None:
+    """The recorded ``(keys, values, meta)`` of ``checkpoint`` on ``split`` at ``batch_size`` (None: whatever
+    the record holds, the run's default) and ``precision``; None where there is no record, or it measured
+    something else (another checkpoint, batch size or precision, or a checkpoint file since replaced: a run
+    resumed and trained further)."""
+    path = record_path(run_dir, split)
+    if not path.is_file():
+        return None
+    meta, keys, values = _load(path)
+    if (meta.get("checkpoint") != checkpoint or meta.get("precision") != str(precision)
+            or (batch_size is not None and meta.get("batch_size") != batch_size)):
+        return None
+    ckpt = Path(run_dir) / f"checkpoint_{checkpoint}.pt"
+    if ckpt.is_file() and file_sha256(ckpt) != meta.get("sha256"):
+        return None
+    return keys, values, meta
+
+
+def recorded_loop(run_dir: Path) -> dict[str, Any] | None:
+    """The loop state a unit record kept (for a folder whose ``checkpoint_last.pt`` stayed on another
+    machine); None without a record."""
+    for split in ("test", "valid"):
+        path = record_path(run_dir, split)
+        if path.is_file():
+            return _load(path)[0].get("loop") or None
+    return None
