@@ -120,6 +120,8 @@ def test_a_build_is_announced_before_and_after_but_a_cached_load_is_not(fresh, m
         open(os.path.join(build_dir, name + ".so"), "wb").close()
 
     monkeypatch.setattr(cpp_extension, "load", fake_load)
+    loaded = []  # a current build is loaded as it is (no cpp_extension.load, so none of torch's build lock)
+    monkeypatch.setattr(torch.ops, "load_library", loaded.append)
     assert CompiledOps("memread_fake", fresh, "memread_fake", "fake kernels")() is not None
     lines = memread_lines(capsys.readouterr().err)
     if quiet:
@@ -128,9 +130,26 @@ def test_a_build_is_announced_before_and_after_but_a_cached_load_is_not(fresh, m
     assert lines[0] == "memread: compiling the fake kernels (C++, once per machine; about 15-30 s) ..."
     assert len(lines) == 2 and lines[1].startswith("memread: ... done in ") and lines[1].endswith(" s")
     assert (fresh.parent / "ext" / f"memread_fake_{capability}" / f"memread_fake_{capability}.so").is_file()
-    # a second process (here: a second CompiledOps) finds it in the cache: silent
+    # a second process (here: a second CompiledOps) finds it in the cache: silent, and loads it without building
+    assert loaded == []
+    monkeypatch.setattr(cpp_extension, "load", lambda *a, **k: pytest.fail("a current build is not rebuilt"))
     assert CompiledOps("memread_fake", fresh, "memread_fake", "fake kernels")() is not None
     assert memread_lines(capsys.readouterr().err) == []
+    assert loaded == [str(fresh.parent / "ext" / f"memread_fake_{capability}" / f"memread_fake_{capability}.so")]
+
+
+def test_a_build_lock_left_by_a_killed_process_is_removed_once_old(tmp_path):
+    """torch's ``cpp_extension.load`` waits forever on a ``lock`` file in the build folder while it exists: one
+    left by a process killed mid-build (a watchdog ended it) is taken away once it is older than any build."""
+    from memread._compiled import stale_lock
+
+    assert not stale_lock(tmp_path)  # none there
+    lock = tmp_path / "lock"
+    lock.write_bytes(b"")
+    assert not stale_lock(tmp_path) and lock.exists()  # a build going on now
+    old = time.time() - 601
+    os.utime(lock, (old, old))
+    assert stale_lock(tmp_path) and not lock.exists()
 
 
 def test_needs_build_compares_the_library_with_its_sources(tmp_path):
@@ -160,8 +179,8 @@ def test_a_real_build_is_announced_once_and_a_cached_load_is_silent(tmp_path):
     for var in (_compiled.DISABLE_ENV, _compiled.QUIET_ENV):
         env.pop(var, None)
 
-    def run() -> list[str]:
-        done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=600)
+    def run(timeout: float = 600) -> list[str]:
+        done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=timeout)
         assert done.returncode == 0, done.stderr
         return memread_lines(done.stderr)
 
@@ -171,3 +190,7 @@ def test_a_real_build_is_announced_once_and_a_cached_load_is_silent(tmp_path):
     assert first[1].startswith("memread: ... done in ")
     assert float(first[1].split()[-2]) > 1.0  # it really compiled
     assert run() == []  # from torch's cache: silent
+    # a lock left in the build folder by a process killed while torch held it: a current build loads regardless
+    # (cpp_extension.load would wait for the lock to go, forever)
+    (next((tmp_path / "ext").iterdir()) / "lock").write_bytes(b"")
+    assert run(timeout=90) == []

@@ -75,6 +75,21 @@ def needs_build(build_directory: Path, library: str, sources: list[Path]) -> boo
     return any(p.stat().st_mtime > mtime for p in [*sources, *INCLUDE.glob("*.h")] if p.is_file())
 
 
+def stale_lock(build_directory: Path, max_age_s: float = 600.0) -> bool:
+    """Remove the build lock torch's ``cpp_extension.load`` leaves in ``build_directory`` when the process holding
+    it is killed (a watchdog, Ctrl-C while ninja runs): every later load would wait for it forever. A lock older
+    than ``max_age_s`` (a build takes 15-30 s, a few minutes on a loaded machine) is taken for such a one.
+    True if one was removed."""
+    lock = Path(build_directory) / "lock"
+    try:
+        if time.time() - lock.stat().st_mtime <= max_age_s:
+            return False
+        lock.unlink()
+    except FileNotFoundError:
+        return False
+    return True
+
+
 def _reason(e: BaseException) -> str:
     """``e`` in one line: for a failed compile, torch's first line without the compiler command, and the
     compiler's first error."""
@@ -114,7 +129,14 @@ def build(name: str, source: Path, namespace: str, what: str):
             return None
         capability = torch.backends.cpu.get_cpu_capability()
         library = f"{name}_{capability.lower()}"
-        announce = needs_build(Path(cpp_extension._get_build_directory(library, False)), library, [source])
+        build_directory = Path(cpp_extension._get_build_directory(library, False))
+        announce = needs_build(build_directory, library, [source])
+        if not announce:  # built and current: loaded as it is, without torch's build lock (see stale_lock)
+            torch.ops.load_library(str(build_directory / f"{library}{getattr(cpp_extension, 'LIB_EXT', '.so')}"))
+            return getattr(torch.ops, namespace)
+        if stale_lock(build_directory):
+            notice(f"memread: removed {build_directory / 'lock'}, a build lock left by a process killed while it "
+                   f"built the {what}", always=True)
         if announce:
             notice(f"memread: compiling the {what} (C++, once per machine; about 15-30 s) ...")
         start = time.perf_counter()
