@@ -7,8 +7,9 @@
 #    MINUTES of training (train.max_minutes; validation at 16 streams, not the CPU's exact 1: a few context resets
 #    in 73k tokens), each job a process sharing the GPU; by default daniluk-fig2c:5 and ptb-lstmn-1layer:3
 #    (session 15's), e.g. `babi-iaa:9` or `daniluk-fig2c:15:3` (three seeds) in another session;
-#    keep to ~9 processes in all: past that the GPU's time slices slow every one (session 18: 18 runs side by
-#    side, each at about half its speed alone);
+#    the GPU is the limit, not the count: five Daniluk LMs side by side already keep it busy, and more share the
+#    same throughput (session 15: 5 runs, 10-18 epochs in 4.5 min; session 18: 18 runs, ~8 epochs in 5.5; session
+#    19: 14 runs, GPU 99 % busy all along, 10-13 epochs in 8), so give each claim the minutes it needs alone;
 # 2. meanwhile the CUDA tests (tests/test_cuda.py) and the GPU memory of 2,000-word documents (issue 24);
 # 3. when the claims are done, the benches of the suite on the GPU, alone on it (issues 20 and 24).
 # Everything it measures lands in OUT: env.txt, cuda-tests.log, bench.jsonl, memory.log, results.jsonl
