@@ -16,6 +16,7 @@
 # (the claims' comparisons) and runs.tgz (the runs' metrics, configs, vocabularies, final.json, unit records
 # and logs; no checkpoints: the unit records are what a later comparison on a CPU reads in their place).
 # A claim's RUN,.. (claims.py --only): those of its runs alone, e.g. the LSTM of a claim whose LSTMNs train on a CPU.
+# MEMREAD_COMMIT=$(git rev-parse --short HEAD), written into the call's command here: the copy's git reports an older one.
 # Settings by environment: DEVICE (cuda; cpu for a dry run here), TESTS=0 (no CUDA tests, no memory check), GRACE (seconds a claim may take past MINUTES for
 # its final evaluations and comparisons, 240), BENCH=0 (no benches), CKPTS (a glob of run folders whose
 # checkpoints come back, for a CPU session to go on with: packed into ckpt.tar.part-* of 15 MiB, the tool's

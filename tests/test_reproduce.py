@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import re
 import statistics
+import subprocess
 from dataclasses import replace
 from pathlib import Path
 
@@ -333,3 +334,15 @@ def test_the_budget_of_a_run_that_used_up_its_epochs_names_its_last_epoch():
     assert done == "6176 steps, 1,000 tokens (epoch 4 of 4; stopped: epochs)"
     early = _budget({"global_step": 10, "epoch": 1, "stopped": "early"}, cfg)
     assert early == "10 steps (epoch 2 of 4; stopped: early)"
+
+
+def test_the_recorded_commit_is_git_s_unless_memread_commit_names_it(monkeypatch):
+    """A lent GPU machine's copy of the tree carries the git metadata of the session's first commit:
+    ``MEMREAD_COMMIT`` names the commit whose files it runs."""
+    monkeypatch.delenv("MEMREAD_COMMIT", raising=False)
+    own = reproduce.git_commit()
+    head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=Path(reproduce.__file__).parent,
+                          capture_output=True, text=True).stdout.strip()
+    assert own == (head or None)
+    monkeypatch.setenv("MEMREAD_COMMIT", "abc1234")
+    assert reproduce.git_commit() == "abc1234"

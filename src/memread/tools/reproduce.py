@@ -723,7 +723,11 @@ def format_listing(table: Sequence[Row], results: Sequence[dict]) -> str:
 
 
 def git_commit() -> str | None:
-    """``git rev-parse --short HEAD`` of memread's checkout (else of the current folder), or None."""
+    """``git rev-parse --short HEAD`` of memread's checkout (else of the current folder), or None; ``MEMREAD_COMMIT``
+    where it is set (a copy of the tree whose git metadata is not its own: a lent GPU machine's copy reported
+    the session's first commit)."""
+    if os.environ.get("MEMREAD_COMMIT"):
+        return os.environ["MEMREAD_COMMIT"]
     for where in (Path(__file__).resolve().parent, Path.cwd()):
         try:
             out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=where, capture_output=True, text=True,
