@@ -290,6 +290,14 @@ def test_a_run_whose_checkpoints_stayed_elsewhere_is_compared_from_its_unit_reco
     assert {k: kept[k] for k in ("a", "b", "difference", "p_value", "units")} == \
         {k: fresh[k] for k in ("a", "b", "difference", "p_value", "units")}
     assert run_budget(b) == budget
+    # a partner whose config evaluates at another batch size (a run started without the GPU's 16 streams): the pair
+    # is evaluated at the size the checkpoint-less run was recorded at, the only one it can be compared at
+    a_config = runs[0] / "config.json"
+    stored = json.loads(a_config.read_text())
+    a_config.write_text(json.dumps({**stored, "train": {**stored["train"], "eval_batch_size": 3}}))
+    pinned = compare_runs(str(runs[0]), str(b), fixtures, resamples=300)
+    assert pinned["batch_size"] == fresh["batch_size"] != 3 and pinned["difference"] == fresh["difference"]
+    a_config.write_text(json.dumps(stored))
     with pytest.raises(MemreadError, match="checkpoint_last.pt here.*another checkpoint"):
         compare_runs(str(runs[0]), str(b), fixtures, checkpoint="last")
     # the checkpoint back, but changed since (a resumed run trained further): evaluated again, not read

@@ -188,6 +188,28 @@ def _evaluate_units(run_dir: str, data_root, split: str, checkpoint: str, batch_
     return UnitTable.from_batches(units), criterion, batch_size
 
 
+def _batch_size_of(runs: list[str], split: str, checkpoint: str, batch_size: int) -> int:
+    """The batch size the comparison evaluates at: ``batch_size`` if given; else the one of the unit record of a run
+    whose checkpoint is not in its folder (it can be compared at that size only); else 0 (the first run's own)."""
+    from pathlib import Path
+
+    from memread.training.units import load_record, record_path
+
+    if batch_size:
+        return batch_size
+    pinned = {}
+    for run in map(Path, runs):
+        record = record_path(run, split)
+        if not (run / f"checkpoint_{checkpoint}.pt").is_file() and record.is_file():
+            pinned[str(run)] = load_record(record)[0].get("batch_size")
+    sizes = set(pinned.values())
+    if len(sizes) > 1:
+        raise MemreadError("runs without their checkpoints were recorded at different batch sizes ("
+                           + ", ".join(f"{run}: {bs}" for run, bs in pinned.items()) + "): their units differ, so "
+                           "they cannot be paired; evaluate them where their checkpoints are")
+    return int(sizes.pop()) if sizes else 0
+
+
 def _same_criterion(a, b, name_a: str, name_b: str) -> None:
     if type(a) is not type(b):
         raise MemreadError(f"{name_a} is scored by {type(a).__name__} and {name_b} by {type(b).__name__}: a paired "
@@ -200,6 +222,7 @@ def compare_runs(run_a: str, run_b: str, data_root, split: str = "test", checkpo
     """Evaluate both runs on ``split`` (batches of the same size, so that their units are the same) and test
     the difference of ``metric`` (default: the criterion's selection metric). Returns the JSON-able result:
     ``run_a``, ``run_b``, and :class:`PairedResult`'s fields (``a``, ``b``: the metric of each run)."""
+    batch_size = _batch_size_of([run_a, run_b], split, checkpoint, batch_size)
     ta, a, batch_size = _evaluate_units(run_a, data_root, split, checkpoint, batch_size, device, progress)
     tb, b, _ = _evaluate_units(run_b, data_root, split, checkpoint, batch_size, device, progress)
     _same_criterion(a, b, run_a, run_b)
@@ -244,6 +267,7 @@ def compare_seeds(root_a: str, root_b: str, seeds: int, data_root, split: str = 
             raise MemreadError(f"{run}: no such run folder (--seeds {seeds} reads ROOT/seed1 .. ROOT/seed{seeds})")
     tables: dict[str, list[UnitTable]] = {"a": [], "b": []}
     criterion = None
+    batch_size = _batch_size_of(runs["a"] + runs["b"], split, checkpoint, batch_size)
     for side in ("a", "b"):
         for run in runs[side]:
             table, crit, batch_size = _evaluate_units(run, data_root, split, checkpoint, batch_size, device, progress)

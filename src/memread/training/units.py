@@ -78,7 +78,7 @@ def save_units(run_dir: Path, split: str, batches: list[dict[str, np.ndarray]], 
     return path
 
 
-def _load(path: Path) -> tuple[dict[str, Any], tuple[str, ...], np.ndarray]:
+def load_record(path: Path) -> tuple[dict[str, Any], tuple[str, ...], np.ndarray]:
     try:
         with np.load(path, allow_pickle=False) as z:
             meta = json.loads(str(z["meta"]))
@@ -102,7 +102,7 @@ def read_units(run_dir: Path, split: str, checkpoint: str, batch_size: int | Non
     path = record_path(run_dir, split)
     if not path.is_file():
         return None
-    meta, keys, values = _load(path)
+    meta, keys, values = load_record(path)
     if (meta.get("checkpoint") != checkpoint or meta.get("precision") != str(precision)
             or (batch_size is not None and meta.get("batch_size") != batch_size)):
         return None
@@ -118,5 +118,5 @@ def recorded_loop(run_dir: Path) -> dict[str, Any] | None:
     for split in ("test", "valid"):
         path = record_path(run_dir, split)
         if path.is_file():
-            return _load(path)[0].get("loop") or None
+            return load_record(path)[0].get("loop") or None
     return None
