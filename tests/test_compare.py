@@ -278,7 +278,9 @@ def test_a_run_whose_checkpoints_stayed_elsewhere_is_compared_from_its_unit_reco
         runs.append(run)
     b = runs[1]
     assert read_units(b, "test", "best", None, "32")[2]["batch_size"] > 0  # the record of what final.json measured
+    record_path(runs[0], "test").unlink()  # a run from before the records: the comparison keeps one for the next
     fresh = compare_runs(str(runs[0]), str(b), fixtures, resamples=300)
+    assert read_units(runs[0], "test", "best", None, "32")[2]["batch_size"] == fresh["batch_size"]
     budget = run_budget(b)
     assert budget["stopped"] == "max_steps" and budget["tokens"] > 0
     # the checkpoints stay behind (a GPU's run folder comes back without them): the same comparison, the same budget

@@ -164,7 +164,7 @@ def _evaluate_units(run_dir: str, data_root, split: str, checkpoint: str, batch_
     from memread.data.vocab import Vocab
     from memread.experiment import build_model, build_task, is_archive, load_trained, read_run_config
     from memread.training.loop import evaluate
-    from memread.training.units import read_units, record_path
+    from memread.training.units import read_units, record_path, save_units
 
     run = Path(run_dir)
     if not is_archive(run) and (run / "config.json").is_file():
@@ -185,7 +185,16 @@ def _evaluate_units(run_dir: str, data_root, split: str, checkpoint: str, batch_
     units: list = []
     evaluate(model, task, split, batch_size, progress=progress, criterion=criterion, units=units,
              precision=cfg.train.precision)
-    return UnitTable.from_batches(units), criterion, batch_size
+    table = UnitTable.from_batches(units)
+    # kept for the next comparison of a run without a record of its best checkpoint (one from before the records):
+    # never over a current one (it may be at the batch size of the run's own evaluation)
+    if not is_archive(run) and checkpoint == "best" and read_units(run, split, "best", None,
+                                                                    cfg.train.precision) is None:
+        try:
+            save_units(run, split, units, checkpoint, batch_size, cfg.train.precision)
+        except MemreadError:  # a folder we may not write to: the comparison stands without it
+            pass
+    return table, criterion, batch_size
 
 
 def _batch_size_of(runs: list[str], split: str, checkpoint: str, batch_size: int) -> int:
