@@ -59,6 +59,12 @@ def test_a_row_shows_means_over_seeds_the_pooled_interval_and_flags_a_paper_diff
     row = claims_markdown([{**rec, "cost": cost}])[-1]
     cells = [c.strip() for c in row.strip("|").split("|")]
     assert cells[9] == "early stop; cost a seed: A 41 min, 9.0M tokens; B 9.0M tokens"
+    # a run that crossed devices (begun on a lent GPU, finished on a CPU): its minutes on each beside the sum
+    crossed = {"a": [{"tokens": 8_000_000, "train_s": 3600.0, "train_s_by_device": {"cuda": 480.0, "cpu": 3120.0}}],
+               "b": [{"tokens": 9_000_000, "train_s": 600.0}]}
+    row = claims_markdown([{**rec, "cost": crossed}])[-1]
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    assert cells[9] == "early stop; cost a seed: A 60 min (52 cpu + 8 cuda), 8.0M tokens; B 10 min, 9.0M tokens"
     inside = claims_markdown([{**rec, "paper_value": -0.01}])[-1]
     assert inside.rstrip(" |").endswith("holds")
 

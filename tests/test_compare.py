@@ -233,7 +233,7 @@ def test_a_comparisons_budget_says_how_each_run_ended_and_whether_it_converged(t
     capped_done = run("capped-done", "epochs", [True, False], {"tokens_trained": 800})  # seconds not counted
     capped_improving = run("capped-improving", "max_minutes", [False, True])
     assert run_budget(early) == {"stopped": "early", "epochs": 2.0, "best_epochs": 1.0, "improving": False,
-                                 "tokens": 5000, "train_s": 12.345}
+                                 "tokens": 5000, "train_s": 12.345, "train_s_by_device": None}
     # what each run cost, seed by seed
     assert run_costs([early, capped_done], [capped_improving]) == {
         "a": [{"tokens": 5000, "train_s": 12.3}, {"tokens": 800, "train_s": None}],

@@ -218,8 +218,18 @@ def test_a_runs_training_seconds_add_up_over_its_resumes(tmp_path):
         t0 = time.perf_counter()
         trainer.fit()
         second = time.perf_counter() - t0
-    seconds = load_checkpoint(run / "checkpoint_last.pt")["loop"]["seconds_trained"]
-    assert 1000.0 < seconds <= 1000.0 + second
+    loop = load_checkpoint(run / "checkpoint_last.pt")["loop"]
+    assert 1000.0 < loop["seconds_trained"] <= 1000.0 + second
+    # split by the device that trained them: here every second on the CPU, the first process's as its checkpoint
+    # said (a run begun on a GPU keeps its GPU seconds apart)
+    assert set(loop["seconds_by_device"]) == {"cpu"} and 0 < loop["seconds_by_device"]["cpu"] <= first + second
+    payload = load_checkpoint(run / "checkpoint_last.pt")
+    payload["loop"]["seconds_by_device"] = {"cuda": 480.0, "cpu": payload["loop"]["seconds_by_device"]["cpu"]}
+    save_checkpoint(payload, run / "checkpoint_last.pt")
+    with resume_run(run, tmp_path, ["train.max_steps=9"]) as trainer:
+        trainer.fit()
+    by_device = load_checkpoint(run / "checkpoint_last.pt")["loop"]["seconds_by_device"]
+    assert by_device["cuda"] == 480.0 and by_device["cpu"] > payload["loop"]["seconds_by_device"]["cpu"]
     payload = load_checkpoint(run / "checkpoint_last.pt")
     del payload["loop"]["seconds_trained"]  # a checkpoint from before they were counted
     save_checkpoint(payload, run / "checkpoint_last.pt")

@@ -123,7 +123,13 @@ def cost_text(cost: dict | None) -> str:
         seconds = [r.get("train_s") for r in runs]
         parts = []
         if runs and all(is_number(x) for x in seconds):
-            parts.append(f"{sum(seconds) / len(seconds) / 60:.0f} min")
+            minutes = f"{sum(seconds) / len(seconds) / 60:.0f} min"
+            split = [r.get("train_s_by_device") for r in runs]
+            if any(split) and all(isinstance(d, dict) and all(is_number(v) for v in d.values()) for d in split):
+                kinds = sorted({k for d in split for k in d})  # a run that crossed devices: its minutes on each
+                minutes += " (" + " + ".join(f"{sum(d.get(k, 0.0) for d in split) / len(split) / 60:.0f} {k}"
+                                             for k in kinds) + ")"
+            parts.append(minutes)
         if runs and all(is_number(x) for x in tokens):
             parts.append(f"{sum(tokens) / len(tokens) / 1e6:.1f}M tokens")
         sides.append(f"{side.upper()} {', '.join(parts) or 'not counted'}")

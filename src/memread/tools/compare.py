@@ -350,7 +350,8 @@ def run_budget(run_dir) -> dict | None:
     return {"stopped": stopped, "epochs": valid[-1].get("epochs_done"),
             "best_epochs": best[-1].get("epochs_done") if best else None,
             "improving": stopped != "early" and bool(valid[-1].get("best")),
-            "tokens": loop.get("tokens_trained"), "train_s": loop.get("seconds_trained")}
+            "tokens": loop.get("tokens_trained"), "train_s": loop.get("seconds_trained"),
+            "train_s_by_device": loop.get("seconds_by_device")}
 
 
 def run_costs(runs_a: list, runs_b: list) -> dict | None:
@@ -362,7 +363,11 @@ def run_costs(runs_a: list, runs_b: list) -> dict | None:
         if any(b is None for b in budgets):
             return None
         out[side] = [{"tokens": b["tokens"],
-                      "train_s": None if b["train_s"] is None else round(b["train_s"], 1)} for b in budgets]
+                      "train_s": None if b["train_s"] is None else round(b["train_s"], 1),
+                      # a run that crossed devices: its seconds on each (they are not alike: a GPU's minute is not
+                      # a CPU core's)
+                      **({"train_s_by_device": {k: round(v, 1) for k, v in b["train_s_by_device"].items()}}
+                         if len(b.get("train_s_by_device") or {}) > 1 else {})} for b in budgets]
     return out
 
 

@@ -176,6 +176,9 @@ class Trainer:
         # wall seconds in fit() before this process (every resume's, validations included: what a run cost); None
         # for a run resumed from a checkpoint written before they were counted (its cost stays unknown)
         self.seconds_before: float | None = 0.0
+        # the same split by the device kind that trained them ({"cuda": s, "cpu": s}: a run begun on a lent GPU and
+        # finished on a CPU); None where a checkpoint from before they were split began the run
+        self.seconds_by_device: dict[str, float] | None = {}
         self.running = self._fresh_running()  # sums since the last train record (saved: a resume logs the same)
         self.log = MetricsLog(self.run_dir / "metrics.jsonl", T.tensorboard, enabled=self.where.main)
         self._config_pending = payload is not None and payload["config"] != cfg.to_json()
@@ -223,6 +226,7 @@ class Trainer:
                 "first_loss": self.first_loss,
                 "tokens_trained": sum(p["tokens_trained"] for p in processes),  # every process's
                 "seconds_trained": None if self.seconds_before is None else self.seconds_before + self._since_fit(),
+                "seconds_by_device": self._seconds_by_device(),
                 "running": main["running"],
             },
             "rng": main["rng"]["cpu"],
@@ -278,6 +282,8 @@ class Trainer:
             self.finished, self.stopped = False, None  # --resume RUN --set train.epochs=N: go on
         self.first_loss = loop.get("first_loss")
         self.seconds_before = loop.get("seconds_trained")  # None in checkpoints from before they were counted
+        by_device = loop.get("seconds_by_device")
+        self.seconds_by_device = dict(by_device) if isinstance(by_device, dict) and self.seconds_before is not None else None
         self.schedule.load_state_dict(loop["schedule"])
         if self.where.distributed:
             own = payload["processes"][self.where.rank]
@@ -303,6 +309,12 @@ class Trainer:
         if stopped == "max_steps":
             return (not T.max_steps or step < T.max_steps) and epoch < T.epochs
         return False
+
+    def _seconds_by_device(self) -> dict[str, float] | None:
+        if self.seconds_by_device is None:
+            return None
+        kind = self.device.type
+        return {**self.seconds_by_device, kind: self.seconds_by_device.get(kind, 0.0) + self._since_fit()}
 
     def _since_fit(self) -> float:
         return time.perf_counter() - self._fit_t0 if getattr(self, "_fit_t0", None) is not None else 0.0

@@ -29,7 +29,7 @@ from memread.errors import MemreadError
 from memread.training.checkpoint import loop_state, write_bytes_atomically
 
 FORMAT = "memread-units-v1"
-LOOP_KEYS = ("epoch", "global_step", "finished", "stopped", "tokens_trained", "seconds_trained")
+LOOP_KEYS = ("epoch", "global_step", "finished", "stopped", "tokens_trained", "seconds_trained", "seconds_by_device")
 
 
 def unit_matrix(batches: list[dict[str, np.ndarray] | None]) -> tuple[tuple[str, ...], np.ndarray]:
