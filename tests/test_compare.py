@@ -136,8 +136,8 @@ def _memread(*args, data_root):
                           timeout=300, env=subprocess_env(MEMREAD_DATA=str(data_root)))
 
 
-@pytest.mark.slow
-def test_memread_compare_two_wikiqa_runs(tmp_path, fixtures):
+def _two_wikiqa_runs(tmp_path, fixtures) -> list:
+    """Two tiny WikiQA runs (seeds 1 and 2, six steps each): run1, run2."""
     runs = []
     for seed in (1, 2):
         cfg = tmp_path / f"exp{seed}.toml"
@@ -148,6 +148,12 @@ def test_memread_compare_two_wikiqa_runs(tmp_path, fixtures):
         r = _memread("train", cfg, "--run-dir", run, data_root=fixtures)
         assert r.returncode == 0, r.stderr
         runs.append(run)
+    return runs
+
+
+@pytest.mark.slow
+def test_memread_compare_two_wikiqa_runs(tmp_path, fixtures):
+    runs = _two_wikiqa_runs(tmp_path, fixtures)
     r = _memread("compare", *runs, "--resamples", "500", data_root=fixtures)
     assert r.returncode == 0, r.stderr
     got = json.loads(r.stdout.strip().splitlines()[-1])
@@ -266,16 +272,7 @@ def test_a_run_whose_checkpoints_stayed_elsewhere_is_compared_from_its_unit_reco
     from memread.training.checkpoint import load_checkpoint, save_checkpoint
     from memread.training.units import read_units, record_path
 
-    runs = []
-    for seed in (1, 2):
-        cfg = tmp_path / f"exp{seed}.toml"
-        cfg.write_text('[data]\nname = "wikiqa"\nvectors = "glove/tiny.txt"\n\n[head]\nname = "pair"\n'
-                       'encoder = "attention"\nemb = 8\nmlp = 8\n\n[reader]\nname = "lstm"\nhidden = 8\n\n'
-                       f'[train]\nmax_steps = 6\nbatch_size = 4\nprogress = false\nseed = {seed}\n')
-        run = tmp_path / f"run{seed}"
-        r = _memread("train", cfg, "--run-dir", run, data_root=fixtures)
-        assert r.returncode == 0, r.stderr
-        runs.append(run)
+    runs = _two_wikiqa_runs(tmp_path, fixtures)
     b = runs[1]
     assert read_units(b, "test", "best", None, "32")[2]["batch_size"] > 0  # the record of what final.json measured
     record_path(runs[0], "test").unlink()  # a run from before the records: the comparison keeps one for the next
