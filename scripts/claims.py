@@ -216,8 +216,9 @@ CLAIMS = {c.name: c for c in (
               ("kv-L5", "daniluk-f2a-kv-l5"), ("kv-L15", "daniluk-f2a-kv-l15"),
               ("kvp-L5", "daniluk-f2a-kvp-l5"), ("kvp-L15", "daniluk-f2a-kvp-l15"),
               ("2gram", "daniluk-f2b-2gram"), ("4gram", "daniluk-f2b-4gram"), ("5gram", "daniluk-f2b-5gram"))},
+          # the windows level (the paper's +0.6, -0.1, 0.0: recorded as 0, as Figure 2c's 4-gram vs KVP)
           [("attention-L15", "attention-L5", "attention-l15-vs-l5", 0.0), ("kv-L15", "kv-L5", "kv-l15-vs-l5", 0.0),
-           ("kvp-L15", "kvp-L5", "kvp-l15-vs-l5", 0.0),  # the windows level (+0.6, -0.1, 0.0), as Figure 2c's 4-gram ("4gram", "2gram", "4gram-vs-2gram", -1.2),
+           ("kvp-L15", "kvp-L5", "kvp-l15-vs-l5", 0.0), ("4gram", "2gram", "4gram-vs-2gram", -1.2),
            ("5gram", "4gram", "5gram-vs-4gram", 1.4)],
           seeds=1, paper_setup=False),
 )}

@@ -15,12 +15,14 @@
 # Everything it measures lands in OUT: env.txt, cuda-tests.log, bench.jsonl, memory.log, results.jsonl
 # (the claims' comparisons) and runs.tgz (the runs' metrics, configs, vocabularies, final.json, unit records
 # and logs; no checkpoints: the unit records are what a later comparison on a CPU reads in their place).
-# A claim's RUN,.. (claims.py --only): those of its runs alone, e.g. the LSTM of a claim whose LSTMNs train on a CPU.
-# MEMREAD_COMMIT=$(git rev-parse --short HEAD), written into the call's command here: the copy's git reports an older one.
-# Settings by environment: DEVICE (cuda; cpu for a dry run here), TESTS=0 (no CUDA tests, no memory check), GRACE (seconds a claim may take past MINUTES for
-# its final evaluations and comparisons, 240), BENCH=0 (no benches), CKPTS (a glob of run folders whose
-# checkpoints come back, for a CPU session to go on with: packed into ckpt.tar.part-* of 15 MiB, the tool's
-# limit being 16 MiB a file and 8 files, so the small files then travel inside runs.tgz).
+# A claim's RUN,.. (claims.py --only): those of its runs alone, e.g. the LSTM of a claim whose LSTMNs train on a
+# CPU. Write MEMREAD_COMMIT=<this machine's git rev-parse --short HEAD> into the call's command: the device's copy of
+# the tree reports the session's first commit as its HEAD.
+# Settings by environment: DEVICE (cuda; cpu for a dry run here), TESTS=0 (no CUDA tests, no memory check), GRACE
+# (seconds a claim may take past MINUTES for its final evaluations and comparisons, 240), BENCH=0 (no benches),
+# CKPTS (a glob of run folders whose checkpoints come back, for a CPU session to go on with: packed into
+# ckpt.tar.part-* of 15 MiB, the tool's limit being 16 MiB a file and 8 files, so the small files then travel
+# inside runs.tgz).
 set -u
 out=${1:?usage: gpu_checks.sh OUT [MINUTES]}
 minutes=${2:-5}
@@ -37,8 +39,8 @@ stamp() { echo "[$(( $(date +%s) - t0 )) s] $*" | tee -a "$out/timeline.txt"; }
 
 claim() {  # NAME JOBS SEEDS MINUTES RUNS; a watchdog over the whole claim: its training, final evaluations, comparisons
   local m=${4:-$minutes}
-  timeout $(( ${m%.*} * 60 + ${GRACE:-240} )) $py scripts/claims.py run "$1" --jobs "$2" ${3:+--seeds "$3"} ${5:+--only "$5"} \
-    --device "${DEVICE:-cuda}" \
+  timeout $(( ${m%.*} * 60 + ${GRACE:-240} )) $py scripts/claims.py run "$1" --jobs "$2" ${3:+--seeds "$3"} \
+    ${5:+--only "$5"} --device "${DEVICE:-cuda}" \
     --set "train.max_minutes=$m" --set train.eval_batch_size=16 > "logs/claim-$1.log" 2>&1
   stamp "claim $1 done (exit $?)"
 }
@@ -66,7 +68,8 @@ small=()
 if [ -n "${CKPTS:-}" ]; then  # the small files travel in runs.tgz, so that the parts fit the tool's 8 files
   for f in env.txt cuda-tests.log memory.log; do [ -f "$out/$f" ] && cp "$out/$f" logs/ && small+=("$out/$f"); done
 fi
-# with each ended run's unit records (units-*.npz, final_evaluation's): a CPU session compares it without its checkpoints
+# with each ended run's unit records (units-*.npz, final_evaluation's): a CPU session compares it without its
+# checkpoints
 tar czf "$out/runs.tgz" logs $(find runs/claims -name metrics.jsonl -o -name final.json -o -name config.json \
   -o -name vocab.json -o -name 'units-*.npz') 2>/dev/null
 [ ${#small[@]} -gt 0 ] && rm -f "${small[@]}"

@@ -84,8 +84,9 @@ def load_record(path: Path) -> tuple[dict[str, Any], tuple[str, ...], np.ndarray
             meta = json.loads(str(z["meta"]))
             keys, values = tuple(str(k) for k in z["keys"]), np.asarray(z["values"], dtype=np.float64)
     except (OSError, ValueError, KeyError, zipfile.BadZipFile, json.JSONDecodeError) as e:
-        raise MemreadError(f"{path}: not a readable unit record ({str(e).splitlines()[0][:120] if str(e) else type(e).__name__}); "
-                           f"remove it and the comparison evaluates the checkpoint again") from None
+        why = str(e).splitlines()[0][:120] if str(e) else type(e).__name__
+        raise MemreadError(f"{path}: not a readable unit record ({why}); remove it and the comparison evaluates the "
+                           f"checkpoint again") from None
     if not isinstance(meta, dict) or meta.get("format") != FORMAT:
         raise MemreadError(f"{path}: not a memread unit record (format {FORMAT} expected)")
     if values.ndim != 2 or values.shape[1] != len(keys):
