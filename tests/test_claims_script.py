@@ -30,6 +30,8 @@ def test_each_claim_trains_rows_that_exist_with_overrides_that_load(name):
         assert label == run.row or not claim.paper_setup  # numbers under a row id only for the paper's setup
     assert all(a in claim.runs and b in claim.runs and a != b for a, b, _, _ in claim.compare)
     assert len({n for _, _, n, _ in claim.compare}) == len(claim.compare)
+    # every run is trained for a comparison (a run in none is one whose comparison went missing from the list)
+    assert {x for a, b, _, _ in claim.compare for x in (a, b)} == set(claim.runs)
     for cmd, (_, _, _, paper) in zip(claims.finish_commands(claim)[-len(claim.compare):], claim.compare):
         told = float(cmd[cmd.index("--paper-value") + 1]) if "--paper-value" in cmd else None
         assert told == paper  # the paper's difference is recorded beside ours
