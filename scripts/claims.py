@@ -333,7 +333,8 @@ def run_status(run_dir: Path) -> str:
     stopped = budget and budget["stopped"]
     if not stopped:
         return f"{_unfinished(run_dir)}: {seen}"
-    return f"done ({STOPS.get(stopped, stopped)}{', still improving' if budget['improving'] else ''}): {seen}"
+    elsewhere = "" if (run_dir / "checkpoint_last.pt").is_file() else "; trained elsewhere, compared from its records"
+    return f"done ({STOPS.get(stopped, stopped)}{', still improving' if budget['improving'] else ''}): {seen}{elsewhere}"
 
 
 def _unfinished(run_dir: Path) -> str:

@@ -247,6 +247,20 @@ def test_status_says_where_each_run_stands_from_its_folder(tmp_path, monkeypatch
     assert got["runs/claims/t/b/seed1"] == ("done (epoch cap, still improving): 2 epochs; best valid accuracy 0.35 "
                                           "at epoch 2, last 0.35")
     assert got["runs/claims/t/b/seed2"] == "not started"
+    # a run that ended on a lent GPU: its checkpoints stayed there, its unit record says how it ended
+    import numpy as np
+
+    from memread.training.units import save_units
+
+    gpu = tmp_path / "runs/claims/t/b/seed2"
+    folder("b", 2, "early", [0.3, 0.4, 0.38], [True, True, False])
+    (gpu / "checkpoint_best.pt").write_bytes(b"weights")
+    save_units(gpu, "test", [{"correct": np.ones(3), "count": np.ones(3)}], "best", 16, "32")
+    for name in ("checkpoint_last.pt", "checkpoint_best.pt"):
+        (gpu / name).unlink()
+    got = {line.split()[0]: line.split(None, 1)[1] for line in claims.status(claim).splitlines()[1:]}
+    assert got["runs/claims/t/b/seed2"] == ("done (early stop): 3 epochs; best valid accuracy 0.4 at epoch 2, last 0.38; "
+                                          "trained elsewhere, compared from its records")
     monkeypatch.setattr(sys, "argv", ["claims.py", "status", "wikiqa"])
     assert claims.main() == 0
     out = capsys.readouterr().out
