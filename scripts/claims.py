@@ -334,7 +334,8 @@ def run_status(run_dir: Path) -> str:
     if not stopped:
         return f"{_unfinished(run_dir)}: {seen}"
     elsewhere = "" if (run_dir / "checkpoint_last.pt").is_file() else "; trained elsewhere, compared from its records"
-    return f"done ({STOPS.get(stopped, stopped)}{', still improving' if budget['improving'] else ''}): {seen}{elsewhere}"
+    how = STOPS.get(stopped, stopped) + (", still improving" if budget["improving"] else "")
+    return f"done ({how}): {seen}{elsewhere}"
 
 
 def _unfinished(run_dir: Path) -> str:
