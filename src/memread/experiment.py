@@ -93,8 +93,9 @@ def _locked(run_dir: Path, work: Callable[[], None], where: Placement) -> RunLoc
 
 def _write_new_run(cfg: ExperimentConfig, run_dir: Path, task: Task) -> None:
     """Under the lock: clear what a run that never checkpointed left, write config.json and vocab.json."""
-    for name in ("metrics.jsonl", "checkpoint_best.pt", "final.json", *(p.name for p in run_dir.glob("units-*.npz"))):
-        (run_dir / name).unlink(missing_ok=True)
+    for path in [run_dir / n for n in ("metrics.jsonl", "checkpoint_best.pt", "final.json")] + [
+            *run_dir.glob("units-*.npz")]:
+        path.unlink(missing_ok=True)
     write_text_atomically(run_dir / "config.json", cfg.to_json())
     task.vocab.save(run_dir / "vocab.json")
 
@@ -224,8 +225,7 @@ def final_evaluation(run_dir: Path, data_root: Path, splits=("valid", "test"), p
     for split in splits:
         units: list = []
         result[split] = evaluate(model, task, split, bs, progress, precision=cfg.train.precision, units=units)
-        if units and all(u is not None for u in units):  # what memread compare pairs, for a folder whose
-            # checkpoints stay elsewhere
+        if units and all(u is not None for u in units):  # what memread compare pairs, checkpoints or none
             save_units(run_dir, split, units, "best", bs, cfg.train.precision)
     write_text_atomically(Path(run_dir) / "final.json", json.dumps(result, indent=2))
     return result

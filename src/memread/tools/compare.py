@@ -46,12 +46,12 @@ class UnitTable:
     values: np.ndarray
 
     @classmethod
-    def from_batches(cls, batches: list[dict[str, np.ndarray] | None]) -> "UnitTable":
+    def from_batches(cls, batches: list[dict[str, np.ndarray] | None], criterion: str = "the criterion") -> "UnitTable":
         """Concatenate per-batch ``{key: (U_b,)}`` tables, in batch order (keys that only some batches
         have, such as bAbI's per-task counts, are 0 in the others)."""
         from memread.training.units import unit_matrix
 
-        return cls(*unit_matrix(batches))
+        return cls(*unit_matrix(batches, criterion))
 
     def __len__(self) -> int:
         return len(self.values)
@@ -164,7 +164,7 @@ def _evaluate_units(run_dir: str, data_root, split: str, checkpoint: str, batch_
     from memread.data.vocab import Vocab
     from memread.experiment import build_model, build_task, is_archive, load_trained, read_run_config
     from memread.training.loop import evaluate
-    from memread.training.units import read_units, record_path, save_units
+    from memread.training.units import in_place_of, read_units, record_path, save_units
 
     run = Path(run_dir)
     if not is_archive(run) and (run / "config.json").is_file():
@@ -175,7 +175,7 @@ def _evaluate_units(run_dir: str, data_root, split: str, checkpoint: str, batch_
             keys, values, meta = recorded
             task = build_task(cfg, data_root, vocab=Vocab.load(run / "vocab.json"))
             return UnitTable(keys, values), task.build_criterion(build_model(cfg, task)), meta["batch_size"]
-        if not (run / f"checkpoint_{checkpoint}.pt").is_file() and record_path(run, split).is_file():
+        if in_place_of(run, split, checkpoint):
             raise MemreadError(f"{run}: no checkpoint_{checkpoint}.pt here, and its {record_path(run, split).name} "
                                f"measured another checkpoint, batch size or precision: compare it at the record's "
                                f"(--checkpoint, --batch-size) or where its checkpoints are")
@@ -185,7 +185,7 @@ def _evaluate_units(run_dir: str, data_root, split: str, checkpoint: str, batch_
     units: list = []
     evaluate(model, task, split, batch_size, progress=progress, criterion=criterion, units=units,
              precision=cfg.train.precision)
-    table = UnitTable.from_batches(units)
+    table = UnitTable.from_batches(units, type(criterion).__name__)
     # kept for the next comparison of a run without a record of its best checkpoint (one from before the records):
     # never over a current one (it may be at the batch size of the run's own evaluation)
     if not is_archive(run) and checkpoint == "best" and read_units(run, split, "best", None,
@@ -202,15 +202,12 @@ def _batch_size_of(runs: list[str], split: str, checkpoint: str, batch_size: int
     whose checkpoint is not in its folder (it can be compared at that size only); else 0 (the first run's own)."""
     from pathlib import Path
 
-    from memread.training.units import load_record, record_path
+    from memread.training.units import in_place_of, load_record, record_path
 
     if batch_size:
         return batch_size
-    pinned = {}
-    for run in map(Path, runs):
-        record = record_path(run, split)
-        if not (run / f"checkpoint_{checkpoint}.pt").is_file() and record.is_file():
-            pinned[str(run)] = load_record(record)[0].get("batch_size")
+    pinned = {str(run): load_record(record_path(run, split))[0].get("batch_size")
+              for run in map(Path, runs) if in_place_of(run, split, checkpoint)}
     sizes = set(pinned.values())
     if len(sizes) > 1:
         raise MemreadError("runs without their checkpoints were recorded at different batch sizes ("

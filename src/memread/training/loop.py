@@ -79,7 +79,8 @@ def evaluate(model: torch.nn.Module, task: Any, split: str, batch_size: int, pro
         for k, v in loss.stats.items():
             stats[k] += float(v)
         if units is not None:  # None for a batch the criterion does not split by unit
-            units.append(None if loss.units is None else {k: v.double().cpu().numpy() for k, v in loss.units.items()})
+            units.append(None if loss.units is None else
+                         {k: v.double().cpu().numpy() for k, v in loss.units.items()})
     return criterion.summarize(sum_over_processes(dict(stats), where))
 
 
@@ -282,8 +283,9 @@ class Trainer:
             self.finished, self.stopped = False, None  # --resume RUN --set train.epochs=N: go on
         self.first_loss = loop.get("first_loss")
         self.seconds_before = loop.get("seconds_trained")  # None in checkpoints from before they were counted
-        by_device = loop.get("seconds_by_device")
-        self.seconds_by_device = dict(by_device) if isinstance(by_device, dict) and self.seconds_before is not None else None
+        by_device = loop.get("seconds_by_device")  # None (not split) in checkpoints from before, or uncounted runs
+        counted = isinstance(by_device, dict) and self.seconds_before is not None
+        self.seconds_by_device = dict(by_device) if counted else None
         self.schedule.load_state_dict(loop["schedule"])
         if self.where.distributed:
             own = payload["processes"][self.where.rank]

@@ -32,12 +32,14 @@ FORMAT = "memread-units-v1"
 LOOP_KEYS = ("epoch", "global_step", "finished", "stopped", "tokens_trained", "seconds_trained", "seconds_by_device")
 
 
-def unit_matrix(batches: list[dict[str, np.ndarray] | None]) -> tuple[tuple[str, ...], np.ndarray]:
+def unit_matrix(batches: list[dict[str, np.ndarray] | None],
+                criterion: str = "the criterion") -> tuple[tuple[str, ...], np.ndarray]:
     """Per-batch ``{key: (U_b,)}`` statistics as ``(keys, values (U, K))``, in batch order (keys that only some
-    batches have, such as bAbI's per-task counts, are 0 in the others)."""
+    batches have, such as bAbI's per-task counts, are 0 in the others); ``criterion`` names it in the error for a
+    batch it did not split (None)."""
     if any(b is None for b in batches):
-        raise MemreadError("the criterion does not split its statistics by unit on every batch, so no paired test is "
-                           "possible")
+        raise MemreadError(f"{criterion} does not split its statistics by unit on every batch, so no paired test is "
+                           f"possible")
     keys = tuple(sorted({k for b in batches for k in b}))
     if not keys:
         raise MemreadError("this criterion reports no unit statistics: no paired test is possible")
@@ -50,6 +52,13 @@ def unit_matrix(batches: list[dict[str, np.ndarray] | None]) -> tuple[tuple[str,
 
 def record_path(run_dir: Path, split: str) -> Path:
     return Path(run_dir) / f"units-{split}.npz"
+
+
+def in_place_of(run_dir: Path, split: str, checkpoint: str) -> bool:
+    """Whether the folder's record of ``split`` stands in for ``checkpoint_{checkpoint}.pt``, which is not there
+    (it stayed on the machine that trained the run)."""
+    run_dir = Path(run_dir)
+    return record_path(run_dir, split).is_file() and not (run_dir / f"checkpoint_{checkpoint}.pt").is_file()
 
 
 def file_sha256(path: Path) -> str:
