@@ -308,3 +308,32 @@ def test_a_run_whose_checkpoints_stayed_elsewhere_is_compared_from_its_unit_reco
     assert read_units(b, "valid", "best", None, "32") is None and record_path(b, "test").is_file()
     changed = compare_runs(str(runs[0]), str(b), fixtures, resamples=300)
     assert changed["a"] == fresh["a"] and changed["b"] != fresh["b"]
+
+
+def test_checkpoint_less_runs_pin_the_batch_size_and_a_bad_record_is_named(tmp_path):
+    """A run whose checkpoint stayed elsewhere can only be paired at the batch size its record was made at: a pair
+    of such runs made at different sizes is refused in one line; an unreadable record is named, with what to do."""
+    from memread.tools.compare import _batch_size_of
+    from memread.training.units import read_units, save_units
+
+    def gpu_run(name: str, batch_size: int):
+        d = tmp_path / name
+        d.mkdir()
+        (d / "checkpoint_best.pt").write_bytes(b"weights")
+        save_units(d, "test", [{"nll": np.ones(2), "tokens": np.ones(2)}], "best", batch_size, "32")
+        (d / "checkpoint_best.pt").unlink()  # it stayed on the GPU
+        return str(d)
+
+    at16, also16, at32 = gpu_run("a", 16), gpu_run("b", 16), gpu_run("c", 32)
+    here = tmp_path / "here"
+    here.mkdir()
+    (here / "checkpoint_best.pt").write_bytes(b"weights")  # a run with its checkpoint: no pin of its own
+    assert _batch_size_of([str(here), at16], "test", "best", 0) == 16
+    assert _batch_size_of([at16, also16], "test", "best", 0) == 16
+    assert _batch_size_of([str(here)], "test", "best", 0) == 0
+    assert _batch_size_of([at16, at32], "test", "best", 8) == 8  # asked for: as asked
+    with pytest.raises(MemreadError, match="different batch sizes"):
+        _batch_size_of([at16, at32], "test", "best", 0)
+    (tmp_path / "a" / "units-test.npz").write_bytes(b"half a file")
+    with pytest.raises(MemreadError, match=r"units-test.npz: not a readable unit record.*remove it"):
+        read_units(tmp_path / "a", "test", "best", None, "32")

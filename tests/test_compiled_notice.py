@@ -138,6 +138,22 @@ def test_a_build_is_announced_before_and_after_but_a_cached_load_is_not(fresh, m
     assert loaded == [str(fresh.parent / "ext" / f"memread_fake_{capability}" / f"memread_fake_{capability}.so")]
 
 
+def test_a_build_goes_ahead_past_a_stale_lock_and_says_it_removed_it(fresh, monkeypatch, capsys):
+    monkeypatch.setattr(shutil, "which", lambda cmd, *a, **k: "/usr/bin/" + cmd)
+    monkeypatch.setattr(cpp_extension, "is_ninja_available", lambda: True)
+    build_dir = cpp_extension._get_build_directory(f"memread_fake_{torch.backends.cpu.get_cpu_capability().lower()}",
+                                                  False)
+    lock = os.path.join(build_dir, "lock")
+    open(lock, "wb").close()
+    old = time.time() - 3600
+    os.utime(lock, (old, old))
+    seen = []  # what torch's load would meet: it waits for as long as the lock is there
+    monkeypatch.setattr(cpp_extension, "load", lambda name, **kw: seen.append(os.path.exists(lock)))
+    assert CompiledOps("memread_fake", fresh, "memread_fake", "fake kernels")() is not None
+    assert seen == [False]
+    assert any("a build lock left by a process killed" in line for line in memread_lines(capsys.readouterr().err))
+
+
 def test_a_build_lock_left_by_a_killed_process_is_removed_once_old(tmp_path):
     """torch's ``cpp_extension.load`` waits forever on a ``lock`` file in the build folder while it exists: one
     left by a process killed mid-build (a watchdog ended it) is taken away once it is older than any build."""

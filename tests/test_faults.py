@@ -104,6 +104,9 @@ def test_a_run_killed_before_its_first_checkpoint_can_be_started_or_resumed(conf
 
     again = tmp_path / "again"
     start_run(cfg, again, tmp_path).close()
+    (again / "units-test.npz").write_bytes(b"another run's")  # a unit record the folder held before
+    start_run(cfg, again, tmp_path).close()  # started again in place: nothing of the earlier run is left to be read
+    assert not (again / "units-test.npz").exists()
     code, err = run_cli(capsys, "train", str(config), "--run-dir", str(again), "--set", "train.max_steps=2")
     assert code == 0, err
     assert "starting it again" in err
