@@ -3,6 +3,12 @@
 #
 #     bash scripts/gpu_checks.sh OUT [MINUTES [CLAIM:JOBS[:SEEDS[:MINUTES[:RUN,..]]] ..]]   # MEMREAD_DATA: their data root
 #
+# The runs share the GPU through NVIDIA's Multi-Process Service (MPS) where the machine has it: without it the GPU
+# time-slices between processes, one process's small kernels at a time; with it their kernels run side by side.
+# Session 20, six runs under MPS: the Daniluk LMs reached 20-24 epochs in 2-3 minutes where session 19's fourteen
+# without it reached 10-13 in 8, the 1-layer LSTM 40 epochs in 156 s (session 19: 15 in 8 minutes). MPS=0 leaves
+# it off; a daemon that will not serve a first CUDA call within 30 s is stopped and the runs go on without it.
+#
 # 1. in the background, issue 23's claims a CPU session cannot finish (scripts/claims.py), every run limited to
 #    MINUTES of training (train.max_minutes; validation at 16 streams, not the CPU's exact 1: a few context resets
 #    in 73k tokens), each job a process sharing the GPU; by default daniluk-fig2c:5 and ptb-lstmn-1layer:3
@@ -44,10 +50,28 @@ claim() {  # NAME JOBS SEEDS MINUTES RUNS; a watchdog over the whole claim: its 
     --set "train.max_minutes=$m" --set train.eval_batch_size=16 > "logs/claim-$1.log" 2>&1
   stamp "claim $1 done (exit $?)"
 }
+if [ "${DEVICE:-cuda}" = cuda ] && [ "${MPS:-1}" != 0 ] && command -v nvidia-cuda-mps-control > /dev/null; then
+  export CUDA_MPS_PIPE_DIRECTORY=/tmp/mps-pipe CUDA_MPS_LOG_DIRECTORY=/tmp/mps-log
+  mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
+  if nvidia-cuda-mps-control -d && timeout 30 $py -c 'import torch; torch.ones(1, device="cuda").sum().item()'; then
+    stamp "MPS on"
+  else
+    echo quit | nvidia-cuda-mps-control 2> /dev/null
+    unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY
+    stamp "MPS off: its daemon did not serve a first CUDA call"
+  fi
+fi
+if [ "${DEVICE:-cuda}" = cuda ]; then  # how busy the GPU is, every 30 s, beside the runs' logs
+  (while sleep 30; do nvidia-smi --query-gpu=utilization.gpu,memory.used --format=csv,noheader; done) \
+    > logs/gpu-util.txt 2>&1 &
+  smi=$!
+fi
 stamp "claims start"
+pids=()
 for spec in "${claims[@]}"; do
   IFS=: read -r name jobs seeds mins runs <<< "$spec"
   claim "$name" "$jobs" "$seeds" "$mins" "$runs" &
+  pids+=($!)
 done
 
 stamp "cuda tests start"
@@ -62,7 +86,8 @@ if [ "${DEVICE:-cuda}" = cuda ] && [ "${TESTS:-1}" != 0 ]; then
   timeout 150 $py benchmarks/document_memory.py --device cuda --flat nse nse-ckpt lstmn lstm > "$out/memory.log" 2>&1
   stamp "document memory done (exit $?)"
 fi
-wait
+wait "${pids[@]}"
+[ -n "${smi:-}" ] && kill "$smi" 2> /dev/null
 stamp "claims all done"
 small=()
 if [ -n "${CKPTS:-}" ]; then  # the small files travel in runs.tgz, so that the parts fit the tool's 8 files

@@ -211,6 +211,40 @@ def test_the_gpu_script_starts_each_claim_spec_on_cuda_with_its_jobs_seeds_and_t
     assert not any("pytest" in c or "document_memory" in c for c in calls)
 
 
+def test_the_gpu_script_shares_the_gpu_through_mps_and_goes_on_without_a_daemon_that_does_not_serve(tmp_path):
+    """Where nvidia-cuda-mps-control exists the runs share the GPU through MPS (their environment names its pipe);
+    a daemon whose first CUDA call fails is told to quit and the runs go on without it; MPS=0 leaves it off."""
+    import subprocess
+
+    log, bin_ = tmp_path / "calls.txt", tmp_path / "bin"
+    bin_.mkdir()
+    (bin_ / "nvidia-cuda-mps-control").write_text(f'#!/bin/sh\necho "mps $* $(cat 2>/dev/null)" >> {log}\n')
+    stub = tmp_path / "python"  # fails the first CUDA call where FAIL is set; logs each call with the MPS pipe
+    stub.write_text(f'#!/bin/sh\necho "pipe=$CUDA_MPS_PIPE_DIRECTORY $@" >> {log}\n'
+                    'case "$1" in -c) [ -n "$FAIL" ] && case "$2" in *torch.ones*) exit 1;; esac;; esac\n'
+                    'cat > /dev/null\n')
+    for f in bin_ / "nvidia-cuda-mps-control", stub:
+        f.chmod(0o755)
+
+    def run(**env):
+        log.write_text("")
+        out = tmp_path / f"out-{'-'.join(env) or 'plain'}"  # its own timeline.txt
+        done = subprocess.run(["bash", str(REPO / "scripts" / "gpu_checks.sh"), str(out), "0.5", "babi-iaa:9"],
+                              cwd=tmp_path, capture_output=True, text=True, timeout=120,
+                              env={"PATH": f"{bin_}:/usr/bin:/bin", "PYTHON": str(stub), "TESTS": "0", "BENCH": "0",
+                                   **env})
+        assert done.returncode == 0, done.stderr
+        claim = next(c for c in log.read_text().splitlines() if "scripts/claims.py run" in c)
+        return log.read_text(), claim, (out / "timeline.txt").read_text()
+
+    calls, claim, timeline = run()
+    assert "mps -d" in calls and claim.startswith("pipe=/tmp/mps-pipe ") and "MPS on" in timeline
+    calls, claim, timeline = run(FAIL="1")
+    assert "mps  quit" in calls and claim.startswith("pipe= ") and "MPS off" in timeline
+    calls, claim, timeline = run(MPS="0")
+    assert "mps" not in calls.replace("pipe=", "") and claim.startswith("pipe= ") and "MPS" not in timeline
+
+
 def test_status_says_where_each_run_stands_from_its_folder(tmp_path, monkeypatch, capsys):
     """A claim spans sessions (its processes die, its folders stay): ``status`` reads each run's metrics.jsonl and
     checkpoint: not started, unfinished with its best validation so far, or how it ended."""
