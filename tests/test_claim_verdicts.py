@@ -23,6 +23,16 @@ def line(value, p, paper, **more):
     (line(+2.3, 0.0002, 0.0), "does not hold"),  # the paper has them level
     (line(+0.5, 0.40, 0.1, paper_claim="level"), "holds"),
     (line(+30.0, 0.0002, -7.0, converged=False), "not converged"),
+    # a run still improving where only the side already ahead is: more training can only widen the gap
+    (line(+30.0, 0.0002, -7.0, converged=False, still_improving=["B"], higher_is_better=False), "does not hold"),
+    (line(-9.0, 0.0002, -7.0, converged=False, still_improving=["A"], higher_is_better=False), "holds"),
+    (line(+0.02, 0.01, 0.0, converged=False, still_improving=["A"], higher_is_better=True), "does not hold"),
+    # ... but not where the side behind is still improving, nor where the gap is noise, nor on old lines
+    (line(+30.0, 0.0002, -7.0, converged=False, still_improving=["A"], higher_is_better=False), "not converged"),
+    (line(+30.0, 0.0002, -7.0, converged=False, still_improving=["A", "B"], higher_is_better=False),
+     "not converged"),
+    (line(+3.0, 0.2, -7.0, converged=False, still_improving=["B"], higher_is_better=False), "not converged"),
+    (line(+30.0, 0.0002, -7.0, converged=False, still_improving=["B"]), "not converged"),
     (line(-4.3, 0.0002, None), "no claim in the paper"),
     # several seeds: the pooled paired test decides, not the per-pair p of the line
     ({**line(-0.0125, 0.9, 0.012), "pooled_p_value": 0.043, "welch_p": 0.27}, "does not hold"),
@@ -110,3 +120,12 @@ def test_the_claims_picture_draws_a_row_per_claim_in_a_panel_per_metric(tmp_path
     assert (tmp_path / "claims.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     with pytest.raises(MemreadError, match="no claim comparisons"):
         claims.claims_png([], tmp_path / "none.png")
+
+
+def test_a_verdict_settled_with_the_leader_still_improving_says_so():
+    rec = line(+30.0, 0.0002, -7.0, converged=False, still_improving=["B"], higher_is_better=False,
+               metric="ppl_difference")
+    row = next(r for r in claims_markdown([rec]) if "x-a-vs-b" in r)
+    assert row.endswith("| does not hold (paper outside) (settled: only B, ahead, still improving) |")
+    behind = {**rec, "still_improving": ["A"]}
+    assert next(r for r in claims_markdown([behind]) if "x-a-vs-b" in r).endswith("| not converged |")

@@ -211,7 +211,9 @@ def test_memread_compare_seeds_of_two_models(tmp_path, fixtures):
     assert rec["command"].startswith("memread compare ") and "--seeds 2" in rec["command"]
     # how each run ended: its 6-step cap, after two epochs of three steps (whether it converged: the test below)
     assert rec["budget"].count("step cap at 2 epochs (best ") in (2, 3, 4) and rec["budget"].startswith("A: ")
-    assert isinstance(rec["converged"], bool)
+    assert isinstance(rec["converged"], bool) and rec["higher_is_better"] is True  # MAP
+    # where a run was still improving: which sides (the verdict is settled if only the leader is; claims.py)
+    assert rec["converged"] or set(rec["still_improving"]) <= {"A", "B"} and rec["still_improving"]
     # what each seed's run cost: its tokens and training seconds
     assert [len(rec["cost"][side]) for side in ("a", "b")] == [2, 2]
     assert all(c["tokens"] > 0 and c["train_s"] > 0 for side in ("a", "b") for c in rec["cost"][side])
@@ -222,7 +224,7 @@ def test_memread_compare_seeds_of_two_models(tmp_path, fixtures):
 def test_a_comparisons_budget_says_how_each_run_ended_and_whether_it_converged(tmp_path):
     """``budget_text``: from each run's checkpoint (why it stopped) and metrics.jsonl (its validations): an early
     stop converged; a run stopped by a cap (epochs, steps, time) with its best validation the last one did not."""
-    from memread.tools.compare import budget_text, run_budget, run_costs
+    from memread.tools.compare import budget_text, run_budget, run_costs, still_improving
     from memread.training.checkpoint import FORMAT
 
     def run(name: str, stopped: str, best: list[bool], cost: dict | None = None) -> Path:
@@ -250,6 +252,9 @@ def test_a_comparisons_budget_says_how_each_run_ended_and_whether_it_converged(t
     assert converged and text == "A: early stop at 2 epochs (best 1); B: epoch cap at 1 epochs (best 0.5)"
     text, converged = budget_text([early, capped_improving], [capped_done, early])
     assert not converged and text.startswith("A: early stop at 2 epochs (best 1), time limit at 1 epochs (best 1);")
+    assert still_improving([early, capped_improving], [capped_done, early]) == ["A"]
+    assert still_improving([early], [capped_done, capped_improving]) == ["B"]
+    assert still_improving([early], [capped_done]) == []
     text, _ = budget_text([early, early, capped_done], [early])
     assert text == ("A: early stop at 2 epochs (best 1) x2, epoch cap at 1 epochs (best 0.5); "
                     "B: early stop at 2 epochs (best 1)")

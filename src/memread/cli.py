@@ -231,7 +231,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
 def cmd_compare(args: argparse.Namespace) -> int:
     from memread.data.root import data_root
-    from memread.tools.compare import budget_text, compare_runs, compare_seeds, result_line, run_costs
+    from memread.tools.compare import (budget_text, compare_runs, compare_seeds, result_line, run_costs,
+                                       still_improving)
 
     start = time.perf_counter()
     if args.seeds:
@@ -256,6 +257,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
         budget = budget_text(*runs)
         if budget is not None:  # how each run ended; a run a cap stopped while still improving: not converged
             line.update(budget=budget[0], converged=budget[1], cost=run_costs(*runs))
+            if not budget[1]:
+                line["still_improving"] = still_improving(*runs)
         out = results_path(args.results)
         append_lines(out, [line])
         print(f"appended {args.record} to {out}", file=sys.stderr)

@@ -16,7 +16,9 @@ each test unit's statistics summed over the seeds) and Welch's t-test of the see
   p >= 0.05, else "does not hold";
 - "not converged": the line says ``converged: false`` (``memread compare --record`` writes it when a cap --
   epochs, steps or ``max_minutes`` -- stopped a run whose last validation was its best, so still improving;
-  no verdict), with each run's ending in ``budget`` (:func:`memread.tools.compare.budget_text`);
+  no verdict), with each run's ending in ``budget`` (:func:`memread.tools.compare.budget_text`); except where
+  the runs still improving (``still_improving``) are all on the side already ahead with p < 0.05: training on
+  could only widen its lead, so the order, and with it the verdict, is settled (:func:`settled_early`);
 - "no claim in the paper": no paper difference (a comparison of our own, such as two tape starts).
 
 The paper's difference outside our 95 % interval is flagged beside the verdict: a difference that large would
@@ -77,9 +79,21 @@ def _interval(rec: dict) -> tuple[float, float] | None:
     return (float(ci[0]), float(ci[1])) if isinstance(ci, list) and len(ci) == 2 else None
 
 
+def settled_early(rec: dict) -> bool:
+    """Whether a comparison with a run still improving is settled all the same: every still-improving run is on the
+    side the paired test already finds better (p < 0.05), so that more training could only widen the gap. Lines
+    without ``still_improving`` or ``higher_is_better`` (recorded before them) are never settled early."""
+    sides, higher, p = rec.get("still_improving"), rec.get("higher_is_better"), _p(rec)
+    if rec.get("converged") is not False or not sides or not isinstance(higher, bool) or p is None:
+        return False
+    diff = float(rec["value"])
+    leader = "A" if (diff > 0) == higher else "B"
+    return p < SIGNIFICANCE and diff != 0 and all(side == leader for side in sides)
+
+
 def claim_verdict(rec: dict) -> str:
     """One of "holds", "does not hold", "within noise", "not converged", "no claim in the paper" (module doc)."""
-    if rec.get("converged") is False:
+    if rec.get("converged") is False and not settled_early(rec):
         return "not converged"
     paper, p, diff = rec.get("paper_value"), _p(rec), float(rec["value"])
     if not is_number(paper):
@@ -146,7 +160,8 @@ def claims_markdown(results: Iterable[dict]) -> list[str]:
         "(`memread.tools.claims.claim_verdict`): *p* is the paired test on the test units (pooled over seeds where "
         "several were run). **holds**: p < 0.05 with the paper's sign; **does not hold**: p < 0.05 with the opposite "
         "sign, or any p < 0.05 where the paper has the models level; **within noise**: p >= 0.05 (level claims: "
-        "holds); **not converged**: a model stopped far from its best, no verdict. *(paper outside)*: the paper's "
+        "holds); **not converged**: a model stopped far from its best, no verdict, unless only the model already ahead "
+        "(p < 0.05) was still improving, so the gap could only widen (*settled*). *(paper outside)*: the paper's "
         "difference lies outside our 95 % interval. As a picture: `results/claims.png` (`memread reproduce list "
         "--plot results/claims.png`).",
         "",
@@ -162,6 +177,8 @@ def claims_markdown(results: Iterable[dict]) -> list[str]:
         verdict = claim_verdict(rec)
         if ci and is_number(paper) and verdict not in ("not converged",) and not ci[0] <= paper <= ci[1]:
             verdict += " (paper outside)"
+        if settled_early(rec):
+            verdict += f" (settled: only {' and '.join(rec['still_improving'])}, ahead, still improving)"
         budget = str(rec.get("budget") or BUDGETS.get(rec["experiment"], "-"))
         cost = cost_text(rec.get("cost"))
         budget = f"{budget}; {cost}" if cost else budget

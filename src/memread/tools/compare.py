@@ -391,6 +391,12 @@ def budget_text(runs_a: list, runs_b: list) -> tuple[str, bool] | None:
     return "; ".join(sides), converged
 
 
+def still_improving(runs_a: list, runs_b: list) -> list[str]:
+    """The sides ("A", "B") with a run a cap stopped while its validation still improved (:func:`run_budget`)."""
+    return [name for name, runs in (("A", runs_a), ("B", runs_b))
+            if any((b := run_budget(run)) is not None and b["improving"] for run in runs)]
+
+
 def result_line(result: dict, experiment: str, dataset: str, command: str, commit: str | None, wall_s: float,
                 paper_value: float | None = None) -> dict:
     """The ``results.jsonl`` line of a comparison: ``value`` is the difference A - B of the metric (of the seeds'
@@ -412,4 +418,7 @@ def result_line(result: dict, experiment: str, dataset: str, command: str, commi
                     wall_s=round(wall_s, 1), a=round(result["a"], 6), b=round(result["b"], 6),
                     p_value=round(result["p_value"], 6),
                     ci_95=[round(result["ci_low"], 6), round(result["ci_high"], 6)])
+    higher = result.get("higher_is_better")
+    if higher is not None:  # which side a still-improving run is on matters to the verdict (claims.claim_verdict)
+        line["higher_is_better"] = bool(higher)
     return line
