@@ -99,7 +99,8 @@ tar czf "$out/runs.tgz" logs $(find runs/claims -name metrics.jsonl -o -name fin
   -o -name vocab.json -o -name 'units-*.npz') 2>/dev/null
 [ ${#small[@]} -gt 0 ] && rm -f "${small[@]}"
 if [ -n "${CKPTS:-}" ]; then
-  # each unfinished run's last checkpoint, and its best where that is not the last (the last validation not the best)
+  # each unfinished run's last checkpoint, and its best where that is not the last (the last validation not the best;
+  # where they are one, the resume writes the last again as the best: Trainer._mend_best)
   ckpts=$($py - $CKPTS <<'EOF'
 import sys
 from pathlib import Path

@@ -334,6 +334,40 @@ def test_a_finished_run_given_more_epochs_goes_on_as_if_uninterrupted(tmp_path):
     assert {p.name: p.read_bytes() for p in (tmp_path / "early").iterdir() if not p.name.startswith(".lock")} == before
 
 
+def test_a_run_back_from_a_gpu_with_its_last_checkpoint_alone_gets_its_best_again_or_a_clear_refusal(tmp_path):
+    """gpu_checks.sh brings a time-limited run's best checkpoint only where it is not the last. Resumed, such a
+    folder writes the last again as the best when the last validation was the best at the last checkpoint's
+    step (session 20's dLSTM failed at its first worse validation: restore_best found no best); where the best
+    weights are truly gone, the resume refuses at once, naming the steps, and changes nothing."""
+    run = tmp_path / "timed"
+    timed = start_run(lm_config(epochs=2, optimizer="sgd", lr=0.5, batch_size=8, max_minutes=1e-9, restore_best=True),
+                      run, tmp_path)
+    timed.fit()
+    timed.close()
+    best = load_checkpoint(run / "checkpoint_best.pt")
+    (run / "checkpoint_best.pt").unlink()
+    more = resume_run(run, tmp_path, ["train.max_minutes=0"])
+    again = load_checkpoint(run / "checkpoint_best.pt")
+    assert again["loop"]["global_step"] == best["loop"]["global_step"] == 1
+    assert all(torch.equal(again["model"][k], best["model"][k]) for k in best["model"])
+    more.fit()  # restore_best and the final evaluation find it
+    more.close()
+    final_evaluation(run, tmp_path)
+    # a last checkpoint past the best validation, the best gone: refused, nothing changed
+    last = load_checkpoint(run / "checkpoint_last.pt")["loop"]
+    valid = records(run, "valid")
+    assert valid[-1]["step"] == last["global_step"]
+    (run / "checkpoint_best.pt").unlink()
+    lines = (run / "metrics.jsonl").read_text().splitlines()
+    n = max(i for i, line in enumerate(lines) if json.loads(line)["event"] == "valid")
+    (run / "metrics.jsonl").write_text("\n".join(lines[:n] + [json.dumps({**valid[-1], "best": False})]) + "\n")
+    before = (run / "metrics.jsonl").read_text()
+    with pytest.raises(MemreadError, match=r"checkpoint_best.pt: not found, and checkpoint_last.pt \(step \d+\) is "
+                                           r"not the best \(the best validation was at step \d+\)"):
+        resume_run(run, tmp_path, ["train.epochs=3"])
+    assert not (run / "checkpoint_best.pt").exists() and (run / "metrics.jsonl").read_text() == before
+
+
 def test_a_run_out_of_minutes_validates_stops_and_resumes_as_if_uninterrupted(tmp_path):
     """train.max_minutes: past the time limit the run validates, checkpoints and stops ("max_minutes"); a resume
     gets a new allowance and goes on exactly as the run that was never stopped."""

@@ -301,6 +301,29 @@ class Trainer:
         if self.scaler is not None and "scaler" in payload:
             self.scaler.load_state_dict(payload["scaler"])
         self.log.truncate_after(self.global_step)
+        self._mend_best(payload)
+
+    def _mend_best(self, payload: dict) -> None:
+        """A folder that came back from another machine with its last checkpoint alone (``gpu_checks.sh`` brings
+        the best only where it is not the last): where the last validation was the best and the last checkpoint
+        was written at it, that checkpoint is the best, written again under its name. Where the best weights are
+        gone, say so now, not at the first worse validation (``restore_best``) or the final evaluation."""
+        best = self.run_dir / "checkpoint_best.pt"
+        if best.exists():
+            return
+        log = self.run_dir / "metrics.jsonl"
+        lines = log.read_text(encoding="utf-8").splitlines() if log.exists() else []
+        valid = [r for r in map(json.loads, filter(str.strip, lines)) if r.get("event") == "valid"]
+        if not valid:
+            return  # no validation yet, so no best
+        if valid[-1].get("best") and valid[-1].get("step") == self.global_step:
+            on_main(lambda: save_checkpoint(payload, best), self.where)
+            return
+        best_step = next((r.get("step") for r in reversed(valid) if r.get("best")), None)
+        raise MemreadError(f"{best}: not found, and checkpoint_last.pt (step {self.global_step}) is not the best "
+                           f"(the best validation was at step {best_step}): the final evaluation and restore_best "
+                           f"need its weights. Bring checkpoint_best.pt back into {self.run_dir}, or train the run "
+                           f"again; nothing was changed")
 
     @staticmethod
     def budget_raised(T: Any, stopped: str | None, epoch: int, step: int) -> bool:
