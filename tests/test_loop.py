@@ -93,6 +93,9 @@ def test_restore_best_goes_back_to_the_best_weights_after_a_worse_validation(tmp
     cfg = lm_config(optimizer="sgd", lr=0.5, lr_decay=0.5, batch_size=8, max_steps=4, restore_best=restore)
     trainer = start_run(cfg, tmp_path / "run", tmp_path)
     trainer.fit()  # four steps and one validation: checkpoint_best holds these weights
+    # that validation was the cap's, which leaves the schedule alone (test below): one that counts, as at an
+    # evaluation point, gives the schedule its reference
+    trainer._validate()
     best = {k: v.clone() for k, v in trainer.model.state_dict().items()}
     with torch.no_grad():
         for p in trainer.model.parameters():
@@ -111,6 +114,34 @@ def test_restore_best_goes_back_to_the_best_weights_after_a_worse_validation(tmp
     assert len(restores) == (1 if restore else 0)
     if restore:
         assert restores[0]["best_step"] == 4 and restores[0]["lr"] == pytest.approx(0.25)
+
+
+def test_a_validation_forced_by_a_cap_between_evaluation_points_leaves_the_schedule_alone(tmp_path):
+    """A time limit (or a step cap) between evaluation points validates for the record and the best checkpoint,
+    but decays no lr, counts toward no patience and restores nothing: a run split over machines keeps the schedule
+    of the run never split (session 20's gLSTM stopped a validation early, one of its three bad ones forced by the
+    GPU call's time limit)."""
+    sched = PlateauSchedule(higher_is_better=False, decay=0.5, min_improvement=0.0, best=100.0, best_value=100.0,
+                            bad_evals=2)
+    opt = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=1.0)
+    assert sched.record(120.0) is False and sched.record(90.0) is True
+    assert (sched.best, sched.best_value, sched.bad_evals, opt.param_groups[0]["lr"]) == (100.0, 90.0, 2, 1.0)
+    # in the loop: three validations that do not count after a first that does; patience 1 would stop at once
+    cfg = lm_config(optimizer="sgd", lr=0.5, lr_decay=0.5, batch_size=8, max_steps=4, patience=1, restore_best=True)
+    trainer = start_run(cfg, tmp_path / "run", tmp_path)
+    trainer.fit()
+    trainer._validate()
+    with torch.no_grad():
+        for p in trainer.model.parameters():
+            p.add_(torch.randn_like(p))  # far worse weights
+    ruined = {k: v.clone() for k, v in trainer.model.state_dict().items()}
+    for _ in range(3):
+        assert trainer._validate(counted=False) is False  # no early stop
+    valid = records(tmp_path / "run", "valid")
+    assert [r.get("counted", True) for r in valid] == [False, True, False, False, False]
+    assert trainer.lr == pytest.approx(0.5) and trainer.schedule.bad_evals == 0
+    assert all(torch.equal(v, ruined[k]) for k, v in trainer.model.state_dict().items())  # nothing restored
+    assert trainer._validate() is True  # one that counts: worse, patience 1, stop
 
 
 def test_lr_scale_puts_matching_parameters_in_their_own_group():
@@ -380,6 +411,7 @@ def test_a_run_out_of_minutes_validates_stops_and_resumes_as_if_uninterrupted(tm
     loop = load_checkpoint(tmp_path / "timed" / "checkpoint_last.pt")["loop"]
     assert loop["stopped"] == "max_minutes" and loop["finished"] and loop["global_step"] == 1
     assert [r["step"] for r in records(tmp_path / "timed", "valid")] == [1]
+    assert records(tmp_path / "timed", "valid")[0]["counted"] is False  # between evaluation points: see below
     assert (tmp_path / "timed" / "checkpoint_best.pt").exists()
     more = resume_run(tmp_path / "timed", tmp_path, ["train.max_minutes=0"])
     assert not more.finished and more.global_step == 1

@@ -371,8 +371,10 @@ class Trainer:
     def lr(self) -> float:
         return self.optimizer.param_groups[0]["lr"]
 
-    def _validate(self) -> bool:
-        """Validate, update the schedule, write checkpoints; True if training should stop."""
+    def _validate(self, counted: bool = True) -> bool:
+        """Validate, update the schedule, write checkpoints; True if training should stop. A validation that is not
+        ``counted`` (a cap stopped the run between evaluation points) is logged and may write the best checkpoint,
+        but leaves the schedule (decay, patience, restore_best) as it was: :meth:`PlateauSchedule.record`."""
         T = self.cfg.train
         metrics = evaluate(self.model, self.task, "valid", T.eval_batch_size or self.task.default_eval_batch_size,
                            T.progress, self.criterion, self.where, T.precision)
@@ -385,15 +387,16 @@ class Trainer:
                 and value > T.divergence * best_so_far):
             raise self._diverged(f"validation {name} {value:.4g} is more than train.divergence = {T.divergence:g} "
                                  f"times the best so far ({best_so_far:.4g})")
-        best = self.schedule.step(value, self.optimizer)
+        best = self.schedule.step(value, self.optimizer) if counted else self.schedule.record(value)
         stop_reason = None
-        if T.patience and self.schedule.bad_evals >= T.patience:
+        if counted and T.patience and self.schedule.bad_evals >= T.patience:
             stop_reason = f"no improvement in {T.patience} evaluations"
-        elif T.min_lr and self.lr < T.min_lr:
+        elif counted and T.min_lr and self.lr < T.min_lr:
             stop_reason = f"learning rate below {T.min_lr}"
         done = {} if not self.epoch_batches else {"epochs_done": self.epoch + self.step_in_epoch / self.epoch_batches}
         self.log.write({"event": "valid", "step": self.global_step, "epoch": self.epoch, **done, **metrics,
-                        "selection_metric": self.criterion.selection_metric, "lr": self.lr, "best": best})
+                        "selection_metric": self.criterion.selection_metric, "lr": self.lr, "best": best,
+                        **({} if counted else {"counted": False})})
         if T.progress and self.where.main:
             tqdm.write(
                 f"step {self.global_step} epoch {self.epoch + 1}: valid {self.criterion.selection_metric} {value:.4f}"
@@ -401,7 +404,7 @@ class Trainer:
             )
         if best:
             self.save("checkpoint_best.pt")
-        elif T.restore_best and self.schedule.worse_than_best(value) and not stop_reason:
+        elif counted and T.restore_best and self.schedule.worse_than_best(value) and not stop_reason:
             self._restore_best()
         if stop_reason:
             self.finished, self.stopped = True, "early"
@@ -529,7 +532,7 @@ class Trainer:
                 capped = "max_steps" if T.max_steps and self.global_step >= T.max_steps else (
                     "max_minutes" if self._out_of_time() else None)
                 if i + 1 in evals or capped:
-                    stop = self._validate() or bool(capped)
+                    stop = self._validate(counted=i + 1 in evals) or bool(capped)
                     if capped:
                         self.finished, self.stopped = True, self.stopped or capped
                         self.save("checkpoint_last.pt")

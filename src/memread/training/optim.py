@@ -86,6 +86,15 @@ class PlateauSchedule:
                 group["lr"] *= self.decay
         return new_best
 
+    def record(self, value: float) -> bool:
+        """A validation that does not count (one a cap forced between the evaluation points): it can be the best
+        value (``checkpoint_best.pt``), but it decays nothing and counts toward no patience, so a run a time limit
+        splits over machines keeps the schedule of the run that was never split."""
+        if self.better(value, self.best_value):
+            self.best_value = value
+            return True
+        return False
+
     def state_dict(self) -> dict:
         return {"best": self.best, "best_value": self.best_value, "bad_evals": self.bad_evals}
 
