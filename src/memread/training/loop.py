@@ -112,6 +112,20 @@ class MetricsLog:
                 raise MemreadError("train.tensorboard = true needs TensorBoard: pip install 'memread[tensorboard]'") from None
             self.writer = SummaryWriter(str(path.parent / "tensorboard"))
 
+    def events(self) -> list[dict]:
+        """The records written so far, each process reading them (a line cut short by a kill is skipped)."""
+        if not self.path.exists():
+            return []
+        out = []
+        for line in self.path.read_text(encoding="utf-8").splitlines():
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            if isinstance(record, dict):
+                out.append(record)
+        return out
+
     def truncate_after(self, step: int) -> None:
         """Drop records a killed run wrote after the checkpoint it is resumed from."""
         if not self.enabled or not self.path.exists():
@@ -311,9 +325,7 @@ class Trainer:
         best = self.run_dir / "checkpoint_best.pt"
         if best.exists():
             return
-        log = self.run_dir / "metrics.jsonl"
-        lines = log.read_text(encoding="utf-8").splitlines() if log.exists() else []
-        valid = [r for r in map(json.loads, filter(str.strip, lines)) if r.get("event") == "valid"]
+        valid = [r for r in self.log.events() if r.get("event") == "valid"]
         if not valid:
             return  # no validation yet, so no best
         if valid[-1].get("best") and valid[-1].get("step") == self.global_step:
