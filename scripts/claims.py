@@ -4,6 +4,7 @@ the paired comparisons that decide it: one command starts a claim's runs on both
     python scripts/claims.py list                       every claim: rows, seeds, estimated core-minutes
     python scripts/claims.py plan wikiqa [--jobs 2]     the shell commands a run would execute
     python scripts/claims.py status [wikiqa]            where each run stands: epochs, best valid, how it ended
+    python scripts/claims.py stage CLAIM [--only RUN,..] [--to .carry]   unfinished runs, slim, for a GPU call
     nohup python scripts/claims.py run wikiqa > logs/claim-wikiqa.log 2>&1 &
 
 `run` trains every (row, seed) with `memread train` into ``runs/reproduce/ROW/seedS`` (what `memread reproduce`
@@ -407,6 +408,47 @@ def finish(claim: Claim, jobs: int, extra: tuple[str, ...], device: str | None, 
     return 1 if any(codes) else 0
 
 
+STAGE_LIMIT_MIB = 56  # the device tool carries 64 MiB a call, the tree and a data slice (~7 MiB) included
+
+
+def stage(claim: Claim, to: Path) -> int:
+    """Copy each unfinished run of ``claim`` that has a checkpoint into ``to/runs/claims/..`` with what a resume
+    needs alone: the last checkpoint, and the best only where it is not the same weights (a resume writes the
+    last again as the best: ``Trainer._mend_best``), its config, metrics and vocabulary. ``gpu_checks.sh`` puts
+    them in place before the claims start; name ``to`` in the device call's ``carry``. Says each run's size;
+    1 where the whole passes what the tool carries."""
+    import shutil
+
+    from memread.training.checkpoint import loop_state
+    from memread.training.loop import MetricsLog, last_is_best
+
+    total = 0
+    for label in claim.runs:
+        for seed in range(1, claim.seeds + 1):
+            run_dir = claim.root / label / f"seed{seed}"
+            if not (run_dir / "checkpoint_last.pt").exists():
+                continue  # not begun here (or trained elsewhere): nothing to go on from
+            loop = loop_state(run_dir)
+            if loop.get("finished") and loop.get("stopped") in ("early", "epochs", "max_steps"):
+                continue  # ended (a time limit's stop goes on)
+            valid = [r for r in MetricsLog(run_dir / "metrics.jsonl").events() if r.get("event") == "valid"]
+            best = [] if last_is_best(valid, int(loop.get("global_step", -1))) else ["checkpoint_best.pt"]
+            names = ["checkpoint_last.pt", *best, "config.json", "metrics.jsonl", "vocab.json"]
+            dest = to / run_dir
+            dest.mkdir(parents=True, exist_ok=True)
+            size = 0
+            for name in names:
+                if (run_dir / name).exists():
+                    shutil.copy2(run_dir / name, dest / name)
+                    size += (run_dir / name).stat().st_size
+            total += size
+            print(f"{dest}: {size / 2**20:.1f} MiB ({', '.join(n for n in names if (run_dir / n).exists())})")
+    print(f"{to}: {total / 2**20:.1f} MiB staged" + (f", more than the ~{STAGE_LIMIT_MIB} MiB a device call carries "
+                                                     f"beside the tree: stage fewer runs (--only)"
+                                                     if total > STAGE_LIMIT_MIB * 2**20 else ""))
+    return 1 if total > STAGE_LIMIT_MIB * 2**20 else 0
+
+
 def only(claim: Claim, labels: list[str]) -> Claim:
     """The claim cut down to the runs ``labels`` and the comparisons between two of them (KeyError: not a run)."""
     runs = {label: claim.runs[label] for label in labels}
@@ -415,13 +457,15 @@ def only(claim: Claim, labels: list[str]) -> Claim:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("verb", choices=["list", "plan", "run", "status"])
+    ap.add_argument("verb", choices=["list", "plan", "run", "status", "stage"])
     ap.add_argument("claim", nargs="?", choices=sorted(CLAIMS))
     ap.add_argument("--jobs", type=int, default=2, help="single-thread queues side by side (default 2)")
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                     help="an override for every run of the claim (after its own), e.g. train.max_minutes=6")
     ap.add_argument("--device", help="train (train.device) and compare on this device, e.g. cuda")
     ap.add_argument("--seeds", type=int, help="seeds 1 .. N of every run instead of the claim's own number")
+    ap.add_argument("--to", type=Path, default=Path(".carry"),
+                    help="stage: the folder for the device call's carry (default .carry, git-ignored)")
     ap.add_argument("--only", metavar="RUN[,RUN..]", help="these runs of the claim alone, and the comparisons "
                     "between them (e.g. the LSTM of a claim on a GPU, its LSTMNs on a CPU)")
     args = ap.parse_args()
@@ -448,6 +492,8 @@ def main() -> int:
     if args.verb == "plan":
         print(plan(claim, args.jobs, extra, args.device))
         return 0
+    if args.verb == "stage":
+        return stage(claim, args.to)
     return run(claim, args.jobs, extra, args.device)
 
 

@@ -24,6 +24,8 @@
 # A claim's RUN,.. (claims.py --only): those of its runs alone, e.g. the LSTM of a claim whose LSTMNs train on a
 # CPU. Write MEMREAD_COMMIT=<this machine's git rev-parse --short HEAD> into the call's command: the device's copy of
 # the tree reports the session's first commit as its HEAD.
+# Runs begun on a CPU go on here: `python scripts/claims.py stage CLAIM --only RUN` copies them, slim, into .carry/
+# (git-ignored); name .carry in the call's carry and they are put in place first.
 # Settings by environment: DEVICE (cuda; cpu for a dry run here), TESTS=0 (no CUDA tests, no memory check), GRACE
 # (seconds a claim may take past MINUTES for its final evaluations and comparisons, 240), BENCH=0 (no benches),
 # CKPTS (a glob of run folders whose checkpoints come back, for a CPU session to go on with: packed into
@@ -65,6 +67,10 @@ if [ "${DEVICE:-cuda}" = cuda ]; then  # how busy the GPU is, every 30 s, beside
   (while sleep 30; do nvidia-smi --query-gpu=utilization.gpu,memory.used --format=csv,noheader; done) \
     > logs/gpu-util.txt 2>&1 &
   smi=$!
+fi
+if [ -d .carry/runs ]; then  # runs begun elsewhere (`claims.py stage`, the call's carry): they go on here
+  mkdir -p runs && cp -a .carry/runs/. runs/
+  stamp "staged: $(cd .carry && find runs -name checkpoint_last.pt -printf '%h ' )"
 fi
 stamp "claims start"
 pids=()

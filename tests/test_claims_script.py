@@ -245,6 +245,57 @@ def test_the_gpu_script_shares_the_gpu_through_mps_and_goes_on_without_a_daemon_
     assert "mps" not in calls.replace("pipe=", "") and claim.startswith("pipe= ") and "MPS" not in timeline
 
 
+def test_stage_copies_each_unfinished_run_slim_for_a_gpu_call_and_the_gpu_script_puts_it_in_place(tmp_path,
+                                                                                                   monkeypatch):
+    """``stage``: each run with a checkpoint that has not ended (a time limit's stop goes on), its last checkpoint
+    and its best only where the last validation was not the best at the last step, with config, metrics and
+    vocabulary; runs that ended or never began stay behind. gpu_checks.sh copies .carry/runs into runs/ first."""
+    import json
+    import subprocess
+
+    import torch
+
+    from memread.training.checkpoint import FORMAT
+
+    monkeypatch.chdir(tmp_path)
+    claim = claims.Claim("t", "test", {"a": claims.Run("x", 5), "b": claims.Run("y", 5)}, [("a", "b", "a-vs-b", 1.0)],
+                         seeds=2, paper_setup=False)
+
+    def folder(label: str, seed: int, step: int, finished: bool, stopped: str | None, best: list[tuple[int, bool]]):
+        d = tmp_path / "runs/claims/t" / label / f"seed{seed}"
+        d.mkdir(parents=True)
+        loop = {"global_step": step, "finished": finished, "stopped": stopped}
+        for name in ("checkpoint_last.pt", "checkpoint_best.pt"):
+            torch.save({"format": FORMAT, "config": "{}", "vocab": "v", "model": {}, "loop": loop}, d / name)
+        for name in ("config.json", "vocab.json"):
+            (d / name).write_text("{}")
+        (d / "metrics.jsonl").write_text("".join(json.dumps({"event": "valid", "step": s, "best": b}) + "\n"
+                                                 for s, b in best))
+
+    folder("a", 1, 40, True, "max_minutes", [(20, True), (40, True)])  # the last is the best: one checkpoint
+    folder("a", 2, 45, False, None, [(20, True), (40, False)])  # killed past a worse validation: both
+    folder("b", 1, 40, True, "early", [(20, True), (40, False)])  # ended
+    assert claims.stage(claim, Path(".carry")) == 0
+    staged = sorted(str(p.relative_to(tmp_path / ".carry")) for p in (tmp_path / ".carry").rglob("*") if p.is_file())
+    a1, a2 = "runs/claims/t/a/seed1/", "runs/claims/t/a/seed2/"
+    assert staged == sorted([a1 + n for n in ("checkpoint_last.pt", "config.json", "metrics.jsonl", "vocab.json")]
+                            + [a2 + n for n in ("checkpoint_best.pt", "checkpoint_last.pt", "config.json",
+                                                "metrics.jsonl", "vocab.json")])
+    # the GPU script puts them in place before the claims start (a stand-in interpreter)
+    work = tmp_path / "work"
+    work.mkdir()
+    (tmp_path / ".carry").rename(work / ".carry")
+    stub = tmp_path / "python"
+    stub.write_text("#!/bin/sh\ncat > /dev/null\n")
+    stub.chmod(0o755)
+    done = subprocess.run(["bash", str(REPO / "scripts" / "gpu_checks.sh"), str(work / "out"), "0.5", "babi-iaa:9"],
+                          cwd=work, env={"PATH": "/usr/bin:/bin", "PYTHON": str(stub), "TESTS": "0", "BENCH": "0"},
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert (work / a2 / "checkpoint_best.pt").exists() and (work / a1 / "checkpoint_last.pt").exists()
+    assert "staged: runs/claims/t/a/seed" in (work / "out" / "timeline.txt").read_text()
+
+
 def test_status_says_where_each_run_stands_from_its_folder(tmp_path, monkeypatch, capsys):
     """A claim spans sessions (its processes die, its folders stay): ``status`` reads each run's metrics.jsonl and
     checkpoint: not started, unfinished with its best validation so far, or how it ended."""

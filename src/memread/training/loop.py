@@ -151,6 +151,12 @@ class MetricsLog:
             self.writer.flush()
 
 
+def last_is_best(valid: list[dict], step: int) -> bool:
+    """Whether the last checkpoint, written at ``step``, holds the best weights: the last of the ``valid`` records
+    (metrics.jsonl) was the best so far and was taken at that step, so ``checkpoint_best.pt`` is the same."""
+    return bool(valid) and bool(valid[-1].get("best")) and valid[-1].get("step") == step
+
+
 class Diverged(MemreadError):
     """Training diverged: a loss that is not finite, or one (or a validation metric) past ``train.divergence``."""
 
@@ -328,7 +334,7 @@ class Trainer:
         valid = [r for r in self.log.events() if r.get("event") == "valid"]
         if not valid:
             return  # no validation yet, so no best
-        if valid[-1].get("best") and valid[-1].get("step") == self.global_step:
+        if last_is_best(valid, self.global_step):
             on_main(lambda: save_checkpoint(payload, best), self.where)
             return
         best_step = next((r.get("step") for r in reversed(valid) if r.get("best")), None)
