@@ -56,6 +56,7 @@ if [ "${DEVICE:-cuda}" = cuda ] && [ "${MPS:-1}" != 0 ] && command -v nvidia-cud
   export CUDA_MPS_PIPE_DIRECTORY=/tmp/mps-pipe CUDA_MPS_LOG_DIRECTORY=/tmp/mps-log
   mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
   if nvidia-cuda-mps-control -d && timeout 30 $py -c 'import torch; torch.ones(1, device="cuda").sum().item()'; then
+    mps=1
     stamp "MPS on"
   else
     echo quit | nvidia-cuda-mps-control 2> /dev/null
@@ -94,6 +95,10 @@ if [ "${DEVICE:-cuda}" = cuda ] && [ "${TESTS:-1}" != 0 ]; then
 fi
 wait "${pids[@]}"
 [ -n "${smi:-}" ] && kill "$smi" 2> /dev/null
+if [ -n "${mps:-}" ]; then  # the benches below time one process alone, as on a machine without MPS
+  echo quit | nvidia-cuda-mps-control
+  unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY
+fi
 stamp "claims all done"
 small=()
 if [ -n "${CKPTS:-}" ]; then  # the small files travel in runs.tgz, so that the parts fit the tool's 8 files

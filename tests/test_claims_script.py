@@ -239,6 +239,7 @@ def test_the_gpu_script_shares_the_gpu_through_mps_and_goes_on_without_a_daemon_
 
     calls, claim, timeline = run()
     assert "mps -d" in calls and claim.startswith("pipe=/tmp/mps-pipe ") and "MPS on" in timeline
+    assert calls.rstrip().endswith("mps  quit")  # stopped once the claims are done, before any bench
     calls, claim, timeline = run(FAIL="1")
     assert "mps  quit" in calls and claim.startswith("pipe= ") and "MPS off" in timeline
     calls, claim, timeline = run(MPS="0")
