@@ -252,7 +252,7 @@ ROWS: list[Row] = [
     _lstmn_t1("glstm-3layer", "gLSTM (3 layers)", 107, "configs/ptb/gflstm-3layer.toml",
               ["ptb-gflstm-3x300-6epochs", "ptb-gflstm-3x300-paper-recipe"]),
     _lstmn_t1("dlstm-3layer", "dLSTM (3 layers)", 109, "configs/ptb/dglstm-3layer.toml",
-              ["ptb-dglstm-3x300-6epochs"]),
+              ["ptb-dglstm-3x300-6epochs", "ptb-dglstm-3x300-paper-recipe"]),
     _lstmn_t1("lstmn-3layer", "LSTMN (3 layers)", 102, "configs/ptb/lstmn-3layer.toml",
               ["ptb-lstmn-3x300-span3-9epochs", "ptb-lstmn-3x300-span3"]),
     # ---------------------------------------------------------------- LSTMN, Table 2: SST test accuracy (fine, binary)
