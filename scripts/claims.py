@@ -420,30 +420,22 @@ def stage(claim: Claim, to: Path) -> int:
     1 where the whole passes what the tool carries."""
     import shutil
 
-    from memread.training.checkpoint import loop_state
-    from memread.training.loop import MetricsLog, last_is_best
+    from memread.training.loop import resume_files
 
     total = 0
     for label in claim.runs:
         for seed in range(1, claim.seeds + 1):
             run_dir = claim.root / label / f"seed{seed}"
-            if not (run_dir / "checkpoint_last.pt").exists():
-                continue  # not begun here (or trained elsewhere): nothing to go on from
-            loop = loop_state(run_dir)
-            if loop.get("finished") and loop.get("stopped") in ("early", "epochs", "max_steps"):
-                continue  # ended (a time limit's stop goes on)
-            valid = [r for r in MetricsLog(run_dir / "metrics.jsonl").events() if r.get("event") == "valid"]
-            best = [] if last_is_best(valid, int(loop.get("global_step", -1))) else ["checkpoint_best.pt"]
-            names = ["checkpoint_last.pt", *best, "config.json", "metrics.jsonl", "vocab.json"]
+            files = resume_files(run_dir)  # none for a run not begun here (or trained elsewhere), or ended
+            if not files:
+                continue
             dest = to / run_dir
             dest.mkdir(parents=True, exist_ok=True)
-            size = 0
-            for name in names:
-                if (run_dir / name).exists():
-                    shutil.copy2(run_dir / name, dest / name)
-                    size += (run_dir / name).stat().st_size
+            for f in files:
+                shutil.copy2(f, dest / f.name)
+            size = sum(f.stat().st_size for f in files)
             total += size
-            print(f"{dest}: {size / 2**20:.1f} MiB ({', '.join(n for n in names if (run_dir / n).exists())})")
+            print(f"{dest}: {size / 2**20:.1f} MiB ({', '.join(f.name for f in files)})")
     print(f"{to}: {total / 2**20:.1f} MiB staged" + (f", more than the ~{STAGE_LIMIT_MIB} MiB a device call carries "
                                                      f"beside the tree: stage fewer runs (--only)"
                                                      if total > STAGE_LIMIT_MIB * 2**20 else ""))

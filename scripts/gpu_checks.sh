@@ -13,9 +13,10 @@
 #    MINUTES of training (train.max_minutes; validation at 16 streams, not the CPU's exact 1: a few context resets
 #    in 73k tokens), each job a process sharing the GPU; by default daniluk-fig2c:5 and ptb-lstmn-1layer:3
 #    (session 15's), e.g. `babi-iaa:9` or `daniluk-fig2c:15:3` (three seeds) in another session;
-#    the GPU is the limit, not the count: five Daniluk LMs side by side already keep it busy, and more share the
+#    time-sliced, the GPU is the limit, not the count: five Daniluk LMs side by side already keep it busy, more share the
 #    same throughput (session 15: 5 runs, 10-18 epochs in 4.5 min; session 18: 18 runs, ~8 epochs in 5.5; session
-#    19: 14 runs, GPU 99 % busy all along, 10-13 epochs in 8), so give each claim the minutes it needs alone;
+#    19: 14 runs, GPU 99 % busy all along, 10-13 epochs in 8) -- so it was without MPS; with it (below) six runs
+#    reached 20-24 epochs in 2-3 minutes (session 20), and more runs in one call are the cheap way to use it;
 # 2. meanwhile the CUDA tests (tests/test_cuda.py) and the GPU memory of 2,000-word documents (issue 24);
 # 3. when the claims are done, the benches of the suite on the GPU, alone on it (issues 20 and 24).
 # Everything it measures lands in OUT: env.txt, cuda-tests.log, bench.jsonl, memory.log, results.jsonl
@@ -71,7 +72,7 @@ if [ "${DEVICE:-cuda}" = cuda ]; then  # how busy the GPU is, every 30 s, beside
 fi
 if [ -d .carry/runs ]; then  # runs begun elsewhere (`claims.py stage`, the call's carry): they go on here
   mkdir -p runs && cp -a .carry/runs/. runs/
-  stamp "staged: $(cd .carry && find runs -name checkpoint_last.pt -printf '%h ' )"
+  stamp "staged: $(cd .carry && find runs -name checkpoint_last.pt -printf '%h\n' | sort | tr '\n' ' ')"
 fi
 stamp "claims start"
 pids=()
@@ -110,21 +111,16 @@ tar czf "$out/runs.tgz" logs $(find runs/claims -name metrics.jsonl -o -name fin
   -o -name vocab.json -o -name 'units-*.npz') 2>/dev/null
 [ ${#small[@]} -gt 0 ] && rm -f "${small[@]}"
 if [ -n "${CKPTS:-}" ]; then
-  # each unfinished run's last checkpoint, and its best where that is not the last (the last validation not the best;
-  # where they are one, the resume writes the last again as the best: Trainer._mend_best)
+  # what each unfinished run needs to go on (memread.training.loop.resume_files, as `claims.py stage`)
   ckpts=$($py - $CKPTS <<'EOF'
 import sys
 from pathlib import Path
-from memread.tools.compare import run_budget
+from memread.training.loop import resume_files
 total = 0
 for d in map(Path, sys.argv[1:]):
-    if not (d / "checkpoint_last.pt").exists():
+    files = resume_files(d)
+    if not files:
         continue
-    b = run_budget(d)  # None: no validation yet, so no best to keep apart from the last
-    if b is not None and b["stopped"] == "early":
-        continue
-    files = [d / "checkpoint_last.pt", d / "vocab.json"] + ([d / "checkpoint_best.pt"] if b and not b["improving"] else [])
-    files = [f for f in files if f.exists()]
     size = sum(f.stat().st_size for f in files)
     if total + size > 58 * 2**20:  # four parts of 15 MiB at most beside three small files
         print(f"{d}: its checkpoints stay behind ({size / 2**20:.0f} MiB more than the tool brings back)", file=sys.stderr)

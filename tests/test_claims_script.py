@@ -276,12 +276,13 @@ def test_stage_copies_each_unfinished_run_slim_for_a_gpu_call_and_the_gpu_script
     folder("a", 1, 40, True, "max_minutes", [(20, True), (40, True)])  # the last is the best: one checkpoint
     folder("a", 2, 45, False, None, [(20, True), (40, False)])  # killed past a worse validation: both
     folder("b", 1, 40, True, "early", [(20, True), (40, False)])  # ended
+    folder("b", 2, 45, False, None, [(20, True), (40, True)])  # killed mid-epoch after a best: the best is not the last
     assert claims.stage(claim, Path(".carry")) == 0
     staged = sorted(str(p.relative_to(tmp_path / ".carry")) for p in (tmp_path / ".carry").rglob("*") if p.is_file())
-    a1, a2 = "runs/claims/t/a/seed1/", "runs/claims/t/a/seed2/"
+    a1, a2, b2 = "runs/claims/t/a/seed1/", "runs/claims/t/a/seed2/", "runs/claims/t/b/seed2/"
+    both = ("checkpoint_best.pt", "checkpoint_last.pt", "config.json", "metrics.jsonl", "vocab.json")
     assert staged == sorted([a1 + n for n in ("checkpoint_last.pt", "config.json", "metrics.jsonl", "vocab.json")]
-                            + [a2 + n for n in ("checkpoint_best.pt", "checkpoint_last.pt", "config.json",
-                                                "metrics.jsonl", "vocab.json")])
+                            + [a2 + n for n in both] + [b2 + n for n in both])
     # the GPU script puts them in place before the claims start (a stand-in interpreter)
     work = tmp_path / "work"
     work.mkdir()
@@ -294,7 +295,7 @@ def test_stage_copies_each_unfinished_run_slim_for_a_gpu_call_and_the_gpu_script
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert (work / a2 / "checkpoint_best.pt").exists() and (work / a1 / "checkpoint_last.pt").exists()
-    assert "staged: runs/claims/t/a/seed" in (work / "out" / "timeline.txt").read_text()
+    assert f"staged: {a1[:-1]} {a2[:-1]} {b2[:-1]} \n" in (work / "out" / "timeline.txt").read_text()
 
 
 def test_status_says_where_each_run_stands_from_its_folder(tmp_path, monkeypatch, capsys):
@@ -386,8 +387,8 @@ def test_a_claims_comparisons_run_side_by_side_and_one_failing_fails_the_claim(m
 
 
 def test_the_gpu_script_brings_back_the_unfinished_runs_checkpoints_in_parts(tmp_path):
-    """CKPTS: each unfinished run's last checkpoint and vocabulary come back (its best too where the last validation
-    was not the best; an early-stopped run's stay), as parts under the tool's 16 MiB a file, and the small logs
+    """CKPTS: what each unfinished run needs to go on comes back (memread.training.loop.resume_files: its best
+    checkpoint too where the last checkpoint is not at a best validation; an early-stopped run's stay), as parts under the tool's 16 MiB a file, and the small logs
     travel inside runs.tgz so that the files stay within the tool's 8."""
     import json
     import subprocess
@@ -395,19 +396,21 @@ def test_the_gpu_script_brings_back_the_unfinished_runs_checkpoints_in_parts(tmp
 
     from memread.training.checkpoint import FORMAT, save_checkpoint
 
-    def run_folder(name: str, stopped: str, last_best: bool) -> Path:
+    def run_folder(name: str, stopped: str | None, last_best: bool, step: int = 40) -> Path:
         d = tmp_path / "runs" / "claims" / "c" / name / "seed1"
         d.mkdir(parents=True)
+        loop = {"stopped": stopped, "finished": stopped is not None, "global_step": step}
         for ckpt in ("checkpoint_last.pt", "checkpoint_best.pt"):
-            save_checkpoint({"format": FORMAT, "config": "{}", "vocab": "v", "model": {},
-                             "loop": {"stopped": stopped}}, d / ckpt)
+            save_checkpoint({"format": FORMAT, "config": "{}", "vocab": "v", "model": {}, "loop": loop}, d / ckpt)
         (d / "vocab.json").write_text("[]")
-        evals = [{"event": "valid", "best": True}, {"event": "train"}, {"event": "valid", "best": last_best}]
+        evals = [{"event": "valid", "step": 20, "best": True}, {"event": "train", "step": 30},
+                 {"event": "valid", "step": 40, "best": last_best}]
         (d / "metrics.jsonl").write_text("".join(json.dumps(e) + "\n" for e in evals))
         return d
 
-    run_folder("improving", "max_minutes", True)
+    run_folder("improving", "max_minutes", True)  # stopped at its best validation: the last is the best
     run_folder("worse-last", "max_minutes", False)
+    run_folder("killed-after-best", None, True, step=45)  # killed mid-epoch: the best is not the last
     (run_folder("stopped-early", "early", False) / "units-test.npz").write_bytes(b"units")  # final_evaluation's
     stub = tmp_path / "python"  # the helper that picks the checkpoints runs for real; the rest is stood in for
     stub.write_text(f'#!/bin/sh\n[ "$1" = - ] && exec {sys.executable} "$@"\ncat > /dev/null\n')
@@ -424,9 +427,10 @@ def test_the_gpu_script_brings_back_the_unfinished_runs_checkpoints_in_parts(tmp
     with tarfile.open(packed) as t:
         names = sorted(t.getnames())
     c = "runs/claims/c"
-    assert names == sorted([f"{c}/improving/seed1/checkpoint_last.pt", f"{c}/improving/seed1/vocab.json",
-                            f"{c}/worse-last/seed1/checkpoint_last.pt", f"{c}/worse-last/seed1/checkpoint_best.pt",
-                            f"{c}/worse-last/seed1/vocab.json"])
+    small = ("metrics.jsonl", "vocab.json")
+    assert names == sorted([f"{c}/improving/seed1/{n}" for n in ("checkpoint_last.pt", *small)]
+                           + [f"{c}/{r}/seed1/{n}" for r in ("worse-last", "killed-after-best")
+                              for n in ("checkpoint_last.pt", "checkpoint_best.pt", *small)])
     with tarfile.open(out / "runs.tgz") as t:
         assert "logs/env.txt" in t.getnames()
         # an ended run's unit records and vocabulary travel in runs.tgz (what a comparison elsewhere reads), never a

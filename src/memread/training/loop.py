@@ -157,6 +157,23 @@ def last_is_best(valid: list[dict], step: int) -> bool:
     return bool(valid) and bool(valid[-1].get("best")) and valid[-1].get("step") == step
 
 
+def resume_files(run_dir: Path) -> list[Path]:
+    """What a run needs to go on on another machine (``claims.py stage``, ``gpu_checks.sh``'s ``CKPTS``): its last
+    checkpoint, its best unless that holds the same weights (:func:`last_is_best`; a resume writes it again), its
+    config, metrics and vocabulary. None for a run that has not checkpointed or has ended (an early stop, or its
+    epoch or step cap: a time limit's stop goes on)."""
+    run_dir = Path(run_dir)
+    if not (run_dir / "checkpoint_last.pt").is_file():
+        return []
+    loop = load_checkpoint(run_dir / "checkpoint_last.pt").get("loop") or {}
+    if loop.get("finished") and loop.get("stopped") in ("early", "epochs", "max_steps"):
+        return []
+    valid = [r for r in MetricsLog(run_dir / "metrics.jsonl").events() if r.get("event") == "valid"]
+    best = [] if last_is_best(valid, int(loop.get("global_step", -1))) else ["checkpoint_best.pt"]
+    names = ("checkpoint_last.pt", *best, "config.json", "metrics.jsonl", "vocab.json")
+    return [run_dir / n for n in names if (run_dir / n).is_file()]
+
+
 class Diverged(MemreadError):
     """Training diverged: a loss that is not finite, or one (or a validation metric) past ``train.divergence``."""
 
