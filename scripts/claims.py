@@ -318,7 +318,8 @@ def run_status(run_dir: Path) -> str:
     """Where one run stands, from its folder: not started; training now (the process holding its lock) or
     unfinished and not running (its process died with a session), with its epochs and its best validation; or how
     it ended (``memread compare``'s budget words)."""
-    from memread.tools.compare import STOPS, epochs_text, run_budget, valid_records
+    from memread.tools.compare import STOPS, epochs_text, run_budget
+    from memread.training.loop import valid_records
 
     if not (run_dir / "metrics.jsonl").is_file():
         return "not started"

@@ -305,17 +305,6 @@ def compare_seeds(root_a: str, root_b: str, seeds: int, data_root, split: str = 
 STOPS = {"early": "early stop", "epochs": "epoch cap", "max_minutes": "time limit", "max_steps": "step cap"}
 
 
-def valid_records(run_dir) -> list[dict]:
-    """A run's validation records (``metrics.jsonl``, event "valid"), in order; [] for a run without any."""
-    import json
-    from pathlib import Path
-
-    metrics = Path(run_dir) / "metrics.jsonl"
-    if not metrics.is_file():
-        return []
-    return [r for r in map(json.loads, metrics.read_text(encoding="utf-8").splitlines()) if r.get("event") == "valid"]
-
-
 def epochs_text(epochs: float) -> str:
     """Epochs to a tenth: half-epoch evaluations land on batch boundaries (4.49922 epochs reads "4.5")."""
     return f"{round(epochs, 1):g}"
@@ -332,6 +321,7 @@ def run_budget(run_dir) -> dict | None:
     from pathlib import Path
 
     from memread.training.checkpoint import loop_state
+    from memread.training.loop import valid_records
     from memread.training.units import recorded_loop
 
     run_dir = Path(run_dir)

@@ -151,6 +151,11 @@ class MetricsLog:
             self.writer.flush()
 
 
+def valid_records(run_dir: Path) -> list[dict]:
+    """A run's validation records (``metrics.jsonl``, event "valid"), in order; [] for a run without any."""
+    return [r for r in MetricsLog(Path(run_dir) / "metrics.jsonl").events() if r.get("event") == "valid"]
+
+
 def last_is_best(valid: list[dict], step: int) -> bool:
     """Whether the last checkpoint, written at ``step``, holds the best weights: the last of the ``valid`` records
     (metrics.jsonl) was the best so far and was taken at that step, so ``checkpoint_best.pt`` is the same."""
@@ -168,8 +173,7 @@ def resume_files(run_dir: Path) -> list[Path]:
     loop = load_checkpoint(run_dir / "checkpoint_last.pt").get("loop") or {}
     if loop.get("finished") and loop.get("stopped") in ("early", "epochs", "max_steps"):
         return []
-    valid = [r for r in MetricsLog(run_dir / "metrics.jsonl").events() if r.get("event") == "valid"]
-    best = [] if last_is_best(valid, int(loop.get("global_step", -1))) else ["checkpoint_best.pt"]
+    best = [] if last_is_best(valid_records(run_dir), int(loop.get("global_step", -1))) else ["checkpoint_best.pt"]
     names = ("checkpoint_last.pt", *best, "config.json", "metrics.jsonl", "vocab.json")
     return [run_dir / n for n in names if (run_dir / n).is_file()]
 
@@ -348,7 +352,7 @@ class Trainer:
         best = self.run_dir / "checkpoint_best.pt"
         if best.exists():
             return
-        valid = [r for r in self.log.events() if r.get("event") == "valid"]
+        valid = valid_records(self.run_dir)
         if not valid:
             return  # no validation yet, so no best
         if last_is_best(valid, self.global_step):
