@@ -177,6 +177,7 @@ def _daniluk_exps(model: str) -> tuple[str, ...]:
     if model in ("lstm", "attention-L10", "kv-L10", "kvp-L5", "ngram-N4"):
         exps.append(f"ptb-daniluk-{model}-5ep")
         exps.append(f"ptb-daniluk-{model}-paper-recipe-{3635 if model in ('attention-L10', 'kv-L10') else 4726}")
+        exps.append(f"ptb-daniluk-{model}-paper-recipe-3seeds")  # Figure 2c's claim, 3 seeds to early stopping
     return tuple(exps)
 
 
