@@ -5,6 +5,7 @@ the paired comparisons that decide it: one command starts a claim's runs on both
     python scripts/claims.py plan wikiqa [--jobs 2]     the shell commands a run would execute
     python scripts/claims.py status [wikiqa]            where each run stands: epochs, best valid, how it ended
     python scripts/claims.py stage CLAIM [--only RUN,..] [--to .carry]   unfinished runs, slim, for a GPU call
+    python scripts/claims.py keep CLAIM [--only RUN,..]   ended runs' records into results/runs/, to commit
     nohup python scripts/claims.py run wikiqa > logs/claim-wikiqa.log 2>&1 &
 
 `run` trains every (row, seed) with `memread train` into ``runs/reproduce/ROW/seedS`` (what `memread reproduce`
@@ -16,9 +17,11 @@ whose recipe changes the paper's model (WikiQA at 1 x 300 for both readers) keep
 ``runs/claims/NAME/`` and records only its comparisons (with each seed's value and the means and stds).
 
 The minutes are this machine's (Intel Xeon, one thread each, two jobs side by side), measured in session 14
-(SST) and session 12 (WikiQA, before the compiled NSE loop: an upper bound). Run folders outlive a session
-here, the processes do not: a claim longer than a session is started again with `run` in the next one, and
-`status` says how far each of its runs got.
+(SST) and session 12 (WikiQA, before the compiled NSE loop: an upper bound). The processes die with a session;
+run folders usually outlive it, and a claim longer than a session is started again with `run` in the next one
+(`status` says how far each of its runs got). Not always: session 21 began from a new checkout without runs/
+(git-ignored), and every unfinished run was lost. What an ended run's comparisons need (its unit records, no
+checkpoints) survives that when `keep` has copied it into results/runs/ and it is committed; `run` puts it back.
 """
 
 from __future__ import annotations
@@ -322,7 +325,7 @@ def run_status(run_dir: Path) -> str:
     from memread.training.loop import valid_records
 
     if not (run_dir / "metrics.jsonl").is_file():
-        return "not started"
+        return f"not here; kept in {kept(run_dir)} (`run` puts it back)" if kept(run_dir).is_dir() else "not started"
     valid = valid_records(run_dir)
     if not valid:
         return f"{_unfinished(run_dir)}: no validation yet"
@@ -443,6 +446,56 @@ def stage(claim: Claim, to: Path) -> int:
     return 1 if total > STAGE_LIMIT_MIB * 2**20 else 0
 
 
+KEPT = Path("results/runs")  # ended runs' records, committed: a new checkout has no runs/ (git-ignored)
+
+
+def kept(run_dir: Path) -> Path:
+    """Where ``keep`` puts ``run_dir``'s records: ``runs/claims/X/..`` -> ``results/runs/claims/X/..``."""
+    return KEPT / run_dir.relative_to("runs")
+
+
+def keep(claim: Claim) -> int:
+    """Copy each ended run's records (:func:`memread.training.loop.record_files`: config, metrics, vocabulary,
+    final evaluation, unit records; no checkpoints, ~0.3 MiB a PTB run) into ``results/runs/``, to be committed:
+    run folders are git-ignored and a session that starts from a new checkout has none, so the runs a pending
+    comparison needs (the LSTM of a claim whose LSTMNs still train) would have to be trained again. ``run`` puts
+    them back (:func:`restore`). 1 where no run of the claim has ended."""
+    import shutil
+
+    from memread.training.loop import record_files
+
+    n = 0
+    for label in claim.runs:
+        for seed in range(1, claim.seeds + 1):
+            run_dir = claim.root / label / f"seed{seed}"
+            files = record_files(run_dir)
+            if not files:
+                print(f"{run_dir}: not ended (or no unit records): left")
+                continue
+            dest = kept(run_dir)
+            dest.mkdir(parents=True, exist_ok=True)
+            for f in files:
+                shutil.copy2(f, dest / f.name)
+            n += 1
+            print(f"{dest}: {sum(f.stat().st_size for f in files) / 2**20:.2f} MiB ({len(files)} files)")
+    return 0 if n else 1
+
+
+def restore(claim: Claim) -> list[Path]:
+    """Put back each run of ``claim`` that ``keep`` kept and that has no folder here (a new checkout): compared from
+    its records as a run trained elsewhere. A folder that exists, even unfinished, is left as it is."""
+    import shutil
+
+    out = []
+    for label in claim.runs:
+        for seed in range(1, claim.seeds + 1):
+            run_dir = claim.root / label / f"seed{seed}"
+            if kept(run_dir).is_dir() and not run_dir.exists():
+                shutil.copytree(kept(run_dir), run_dir)
+                out.append(run_dir)
+    return out
+
+
 def only(claim: Claim, labels: list[str]) -> Claim:
     """The claim cut down to the runs ``labels`` and the comparisons between two of them (KeyError: not a run)."""
     runs = {label: claim.runs[label] for label in labels}
@@ -451,7 +504,7 @@ def only(claim: Claim, labels: list[str]) -> Claim:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("verb", choices=["list", "plan", "run", "status", "stage"])
+    ap.add_argument("verb", choices=["list", "plan", "run", "status", "stage", "keep"])
     ap.add_argument("claim", nargs="?", choices=sorted(CLAIMS))
     ap.add_argument("--jobs", type=int, default=2, help="single-thread queues side by side (default 2)")
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
@@ -488,6 +541,10 @@ def main() -> int:
         return 0
     if args.verb == "stage":
         return stage(claim, args.to)
+    if args.verb == "keep":
+        return keep(claim)
+    for run_dir in restore(claim):
+        print(f"{run_dir}: put back from {kept(run_dir)} (compared from its records)", flush=True)
     return run(claim, args.jobs, extra, args.device)
 
 

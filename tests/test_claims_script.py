@@ -437,3 +437,65 @@ def test_the_gpu_script_brings_back_the_unfinished_runs_checkpoints_in_parts(tmp
         # checkpoint
         assert {f"{c}/stopped-early/seed1/units-test.npz", f"{c}/stopped-early/seed1/vocab.json"} <= set(t.getnames())
         assert not [n for n in t.getnames() if n.endswith(".pt")]
+
+
+def test_keep_commits_an_ended_runs_records_and_run_puts_them_back_in_a_new_checkout(tmp_path, monkeypatch, capsys):
+    """Run folders are git-ignored: a session that starts from a new checkout has none (session 21 lost every
+    unfinished run so). ``keep`` copies an ended run's records -- no checkpoints -- into results/runs/; ``status``
+    names them there and ``run`` puts them back, where they stand for the run (nothing trained again) while a run
+    that has not ended is left to train."""
+    import json
+
+    import numpy as np
+    import torch
+
+    from memread.training.checkpoint import FORMAT
+    from memread.training.units import save_units
+
+    monkeypatch.chdir(tmp_path)
+    claim = claims.Claim("t", "test", {"a": claims.Run("", 5, config="configs/babi/as.toml"),
+                                       "b": claims.Run("", 5, config="configs/babi/as.toml")},
+                         [("a", "b", "a-vs-b", 1.0)], seeds=1, paper_setup=False)
+
+    def folder(label: str, stopped: str, finished: bool, units: bool) -> Path:
+        d = tmp_path / "runs/claims/t" / label / "seed1"
+        d.mkdir(parents=True)
+        loop = {"stopped": stopped, "finished": finished}
+        torch.save({"format": FORMAT, "config": "{}", "vocab": "v", "model": {}, "loop": loop}, d / "checkpoint_last.pt")
+        (d / "checkpoint_best.pt").write_bytes(b"weights")
+        (d / "metrics.jsonl").write_text(json.dumps({"event": "valid", "epochs_done": 1.0, "accuracy": 0.5,
+                                                     "selection_metric": "accuracy", "best": True}) + "\n")
+        for name in ("config.json", "vocab.json"):
+            (d / name).write_text("{}")
+        if units:
+            (d / "final.json").write_text('{"test": {"accuracy": 0.5}}')
+            save_units(d, "test", [{"correct": np.ones(3), "count": np.ones(3)}], "best", 16, "32")
+        return d
+
+    ended = folder("a", "early", True, units=True)
+    folder("b", "time", False, units=True)  # a time limit's final evaluation: it goes on, nothing kept
+    assert claims.keep(claim) == 0
+    out = capsys.readouterr().out
+    assert "runs/claims/t/b/seed1: not ended" in out
+    kept = tmp_path / "results/runs/claims/t/a/seed1"
+    assert sorted(p.name for p in kept.iterdir()) == ["config.json", "final.json", "metrics.jsonl", "units-test.npz",
+                                                       "vocab.json"]  # no checkpoints
+    assert not (tmp_path / "results/runs/claims/t/b").exists()
+    # a new checkout: no runs/
+    import shutil
+
+    shutil.rmtree(tmp_path / "runs")
+    got = {line.split()[0]: line.split(None, 1)[1] for line in claims.status(claim).splitlines()[1:]}
+    assert got["runs/claims/t/a/seed1"] == "not here; kept in results/runs/claims/t/a/seed1 (`run` puts it back)"
+    assert got["runs/claims/t/b/seed1"] == "not started"
+    assert claims.restore(claim) == [Path("runs/claims/t/a/seed1")]
+    assert (ended / "units-test.npz").read_bytes() == (kept / "units-test.npz").read_bytes()
+    assert claims.train_command(claim, "a", 1) is None  # compared from its records, not trained again
+    assert claims.train_command(claim, "b", 1)[:2] == ["memread", "train"]
+    assert claims.run_status(ended).startswith("done (early stop)") and "compared from its records" in \
+        claims.run_status(ended)
+    (ended / "metrics.jsonl").write_text("")  # a folder that is here is never overwritten
+    assert claims.restore(claim) == [] and (ended / "metrics.jsonl").read_text() == ""
+    empty = claims.Claim("e", "test", {"a": claims.Run("", 5, config="configs/babi/as.toml")}, [], seeds=1,
+                         paper_setup=False)
+    assert claims.keep(empty) == 1  # nothing ended: said, and a failing exit

@@ -31,6 +31,7 @@ from memread.training.checkpoint import load_checkpoint, save_checkpoint, write_
 from memread.training.distributed import (Placement, combine_loss, gather, on_main, resolve_device, rng_state,
                                           set_rng_state, sum_over_processes, to_device)
 from memread.training.optim import PlateauSchedule, build_optimizer
+from memread.training.units import recorded_loop
 
 
 AMP_DTYPES = {"32": None, "bf16-mixed": torch.bfloat16, "16-mixed": torch.float16}
@@ -162,6 +163,10 @@ def last_is_best(valid: list[dict], step: int) -> bool:
     return bool(valid) and bool(valid[-1].get("best")) and valid[-1].get("step") == step
 
 
+# the stops after which a run has nothing left to train (a time limit's, ``"time"``, goes on when started again)
+ENDED = ("early", "epochs", "max_steps")
+
+
 def resume_files(run_dir: Path) -> list[Path]:
     """What a run needs to go on on another machine (``claims.py stage``, ``gpu_checks.sh``'s ``CKPTS``): its last
     checkpoint, its best unless that holds the same weights (:func:`last_is_best`; a resume writes it again), its
@@ -171,11 +176,29 @@ def resume_files(run_dir: Path) -> list[Path]:
     if not (run_dir / "checkpoint_last.pt").is_file():
         return []
     loop = load_checkpoint(run_dir / "checkpoint_last.pt").get("loop") or {}
-    if loop.get("finished") and loop.get("stopped") in ("early", "epochs", "max_steps"):
+    if loop.get("finished") and loop.get("stopped") in ENDED:
         return []
     best = [] if last_is_best(valid_records(run_dir), int(loop.get("global_step", -1))) else ["checkpoint_best.pt"]
     names = ("checkpoint_last.pt", *best, "config.json", "metrics.jsonl", "vocab.json")
     return [run_dir / n for n in names if (run_dir / n).is_file()]
+
+
+def record_files(run_dir: Path) -> list[Path]:
+    """What an ended run leaves for its comparisons once its checkpoints are gone (another machine, a new checkout:
+    ``claims.py keep``): its config, metrics, vocabulary, ``final.json`` and unit records (``units-*.npz``), from
+    which ``memread compare`` judges it. None for a run without a final evaluation and unit records, or whose
+    checkpoint says its training has not ended (a time limit's stop goes on)."""
+    run_dir = Path(run_dir)
+    units = sorted(run_dir.glob("units-*.npz"))
+    if not (run_dir / "final.json").is_file() or not units:
+        return []
+    # the checkpoint's loop state, else the one its unit record kept (a run whose checkpoints stayed elsewhere)
+    last = run_dir / "checkpoint_last.pt"
+    loop = (load_checkpoint(last).get("loop") if last.is_file() else recorded_loop(run_dir)) or {}
+    if not (loop.get("finished") and loop.get("stopped") in ENDED):
+        return []
+    names = ("config.json", "metrics.jsonl", "vocab.json", "final.json")
+    return [run_dir / n for n in names if (run_dir / n).is_file()] + units
 
 
 class Diverged(MemreadError):
