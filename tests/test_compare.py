@@ -224,7 +224,7 @@ def test_memread_compare_seeds_of_two_models(tmp_path, fixtures):
     assert r.returncode == 2 and "seed3" in r.stderr and "Traceback" not in r.stderr
 
 
-def test_a_comparisons_budget_says_how_each_run_ended_and_whether_it_converged(tmp_path):
+def test_a_comparisons_budget_says_how_each_run_ended_and_whether_it_converged(tmp_path, monkeypatch):
     """``budget_text``: from each run's checkpoint (why it stopped) and metrics.jsonl (its validations): an early
     stop converged; a run stopped by a cap (epochs, steps, time) with its best validation the last one did not."""
     from memread.tools.compare import budget_text, run_budget, run_costs, still_improving
@@ -267,6 +267,17 @@ def test_a_comparisons_budget_says_how_each_run_ended_and_whether_it_converged(t
     lines = (odd / "metrics.jsonl").read_text().replace('"epochs_done": 1.0', '"epochs_done": 4.49922')
     (odd / "metrics.jsonl").write_text(lines.replace('"epochs_done": 0.5', '"epochs_done": 2.49922'))
     assert budget_text([odd], [odd])[0] == "A: early stop at 4.5 epochs (best 2.5); B: early stop at 4.5 epochs (best 2.5)"
+    # what a results line gets, each folder read once (a GPU comparison of three seeds a side reads six checkpoints)
+    from memread.tools import compare
+
+    reads = []
+    monkeypatch.setattr(compare, "run_budget", lambda d, real=compare.run_budget: reads.append(d) or real(d))
+    fields = compare.ending_fields([early, capped_improving], [capped_done])
+    assert sorted(map(str, reads)) == sorted(map(str, [early, capped_improving, capped_done]))
+    assert fields == {"budget": "A: early stop at 2 epochs (best 1), time limit at 1 epochs (best 1); B: epoch cap at "
+                                "1 epochs (best 0.5)", "converged": False,
+                      "cost": run_costs([early, capped_improving], [capped_done]), "still_improving": ["A"]}
+    assert "still_improving" not in compare.ending_fields([early], [capped_done])
 
 
 @pytest.mark.slow

@@ -231,8 +231,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
 def cmd_compare(args: argparse.Namespace) -> int:
     from memread.data.root import data_root
-    from memread.tools.compare import (budget_text, compare_runs, compare_seeds, result_line, run_costs,
-                                       still_improving)
+    from memread.tools.compare import compare_runs, compare_seeds, ending_fields, result_line
 
     start = time.perf_counter()
     if args.seeds:
@@ -254,11 +253,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
                            time.perf_counter() - start, args.paper_value)
         seeds = range(1, (args.seeds or 0) + 1)
         runs = [[Path(r) / f"seed{s}" for s in seeds] if args.seeds else [Path(r)] for r in (args.run_a, args.run_b)]
-        budget = budget_text(*runs)
-        if budget is not None:  # how each run ended; a run a cap stopped while still improving: not converged
-            line.update(budget=budget[0], converged=budget[1], cost=run_costs(*runs))
-            if not budget[1]:
-                line["still_improving"] = still_improving(*runs)
+        # how each run ended (a run a cap stopped while still improving: not converged) and what it cost
+        line.update(ending_fields(*runs) or {})
         out = results_path(args.results)
         append_lines(out, [line])
         print(f"appended {args.record} to {out}", file=sys.stderr)

@@ -341,50 +341,62 @@ def run_budget(run_dir) -> dict | None:
             "train_s_by_device": loop.get("seconds_by_device")}
 
 
+def _budgets(runs_a: list, runs_b: list) -> dict[str, list[dict]] | None:
+    """:func:`run_budget` of every run, by side ("A", "B"), each folder read once; None if a run has no record."""
+    out = {name: [run_budget(run) for run in runs] for name, runs in (("A", runs_a), ("B", runs_b))}
+    return None if any(b is None for side in out.values() for b in side) else out
+
+
+def _cost(b: dict) -> dict:
+    return {"tokens": b["tokens"], "train_s": None if b["train_s"] is None else round(b["train_s"], 1),
+            # a run that crossed devices: its seconds on each (they are not alike: a GPU's minute is not a CPU core's)
+            **({"train_s_by_device": {k: round(v, 1) for k, v in b["train_s_by_device"].items()}}
+               if len(b.get("train_s_by_device") or {}) > 1 else {})}
+
+
+def _ending(b: dict) -> str:
+    how = STOPS.get(b["stopped"], f"stopped: {b['stopped'] or 'not finished'}")
+    if b["epochs"] is None or b["best_epochs"] is None:
+        return how
+    return f"{how} at {epochs_text(b['epochs'])} epochs (best {epochs_text(b['best_epochs'])})"
+
+
+def ending_fields(runs_a: list, runs_b: list) -> dict | None:
+    """What a comparison's results line says of how its runs ended, each run read once: ``budget`` (each run of A
+    and of B as "early stop at 5.5 epochs (best 0.5)", like runs in a row once, "x3"), ``converged`` (no run still
+    ``improving`` when a cap stopped it), ``cost`` (each run's tokens and training seconds, seed by seed: ``{"a":
+    [...], "b": [...]}``) and, where not converged, ``still_improving`` (the sides with such a run). None if a run
+    has no record of how it ended (an archive)."""
+    budgets = _budgets(runs_a, runs_b)
+    if budgets is None:
+        return None
+    sides = []
+    for name, side in budgets.items():
+        same = [(text, len(list(run))) for text, run in itertools.groupby(map(_ending, side))]  # like seeds: "x3"
+        sides.append(f"{name}: {', '.join(text if n == 1 else f'{text} x{n}' for text, n in same)}")
+    improving = [name for name, side in budgets.items() if any(b["improving"] for b in side)]
+    out = {"budget": "; ".join(sides), "converged": not improving,
+           "cost": {name.lower(): [_cost(b) for b in side] for name, side in budgets.items()}}
+    return {**out, "still_improving": improving} if improving else out
+
+
 def run_costs(runs_a: list, runs_b: list) -> dict | None:
     """What each run of a comparison cost, ``{"a": [{"tokens": N, "train_s": S}, ...], "b": [...]}`` (seed by
     seed; ``train_s`` None where it was not counted); None if a run has no checkpoint (an archive)."""
-    out = {}
-    for side, runs in (("a", runs_a), ("b", runs_b)):
-        budgets = [run_budget(run) for run in runs]
-        if any(b is None for b in budgets):
-            return None
-        out[side] = [{"tokens": b["tokens"],
-                      "train_s": None if b["train_s"] is None else round(b["train_s"], 1),
-                      # a run that crossed devices: its seconds on each (they are not alike: a GPU's minute is not
-                      # a CPU core's)
-                      **({"train_s_by_device": {k: round(v, 1) for k, v in b["train_s_by_device"].items()}}
-                         if len(b.get("train_s_by_device") or {}) > 1 else {})} for b in budgets]
-    return out
+    fields = ending_fields(runs_a, runs_b)
+    return fields and fields["cost"]
 
 
 def budget_text(runs_a: list, runs_b: list) -> tuple[str, bool] | None:
-    """The budget of a comparison, each run of A and of B as "early stop at 5.5 epochs (best 0.5)" (like runs in a
-    row once, "x3"), and whether
-    every run converged (none still ``improving`` when a cap stopped it); None if a run has no record of it."""
-    sides = []
-    converged = True
-    for name, runs in (("A", runs_a), ("B", runs_b)):
-        parts = []
-        for run in runs:
-            b = run_budget(run)
-            if b is None:
-                return None
-            converged = converged and not b["improving"]
-            how = STOPS.get(b["stopped"], f"stopped: {b['stopped'] or 'not finished'}")
-            if b["epochs"] is None or b["best_epochs"] is None:
-                parts.append(how)
-            else:
-                parts.append(f"{how} at {epochs_text(b['epochs'])} epochs (best {epochs_text(b['best_epochs'])})")
-        same = [(text, len(list(run))) for text, run in itertools.groupby(parts)]  # three like seeds: "... x3"
-        sides.append(f"{name}: {', '.join(text if n == 1 else f'{text} x{n}' for text, n in same)}")
-    return "; ".join(sides), converged
+    """:func:`ending_fields`' ``budget`` and ``converged``; None if a run has no record of how it ended."""
+    fields = ending_fields(runs_a, runs_b)
+    return fields and (fields["budget"], fields["converged"])
 
 
 def still_improving(runs_a: list, runs_b: list) -> list[str]:
     """The sides ("A", "B") with a run a cap stopped while its validation still improved (:func:`run_budget`)."""
-    return [name for name, runs in (("A", runs_a), ("B", runs_b))
-            if any((b := run_budget(run)) is not None and b["improving"] for run in runs)]
+    fields = ending_fields(runs_a, runs_b)
+    return fields.get("still_improving", []) if fields else []
 
 
 def result_line(result: dict, experiment: str, dataset: str, command: str, commit: str | None, wall_s: float,
