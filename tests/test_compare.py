@@ -170,7 +170,7 @@ def test_memread_compare_two_wikiqa_runs(tmp_path, fixtures):
 
 
 @pytest.mark.slow
-def test_memread_compare_seeds_of_two_models(tmp_path, fixtures):
+def test_memread_compare_seeds_of_two_models(tmp_path, fixtures, monkeypatch):
     """``--seeds 2``: ROOT/seed1, ROOT/seed2 of two models (attention and siamese pair encoders): per-seed tests equal to
     plain ``memread compare`` of the pairs, the pooled test's a and b the seeds' means, Welch over seeds."""
     finals = {}
@@ -222,6 +222,16 @@ def test_memread_compare_seeds_of_two_models(tmp_path, fixtures):
     assert all(c["tokens"] > 0 and c["train_s"] > 0 for side in ("a", "b") for c in rec["cost"][side])
     r = _memread("compare", tmp_path / "lstm", tmp_path / "siamese", "--seeds", "3", data_root=fixtures)
     assert r.returncode == 2 and "seed3" in r.stderr and "Traceback" not in r.stderr
+    # read from the runs' unit records, each model's task (its data loaded) is built once, not once a seed
+    import memread.experiment as experiment
+    from memread.tools.compare import compare_seeds
+
+    built = []
+    monkeypatch.setattr(experiment, "build_task", lambda *a, real=experiment.build_task, **k: built.append(a) or
+                        real(*a, **k))
+    again = compare_seeds(str(tmp_path / "lstm"), str(tmp_path / "siamese"), 2, fixtures, resamples=300)
+    assert len(built) == 2 and again["seeds"]["a"]["values"] == got["seeds"]["a"]["values"]
+    assert again["seeds"]["b"]["values"] == got["seeds"]["b"]["values"]
 
 
 def test_a_comparisons_budget_says_how_each_run_ended_and_whether_it_converged(tmp_path, monkeypatch):

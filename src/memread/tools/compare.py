@@ -153,16 +153,34 @@ def paired_test(a: UnitTable, b: UnitTable, summarize: Summarize, metric: str, h
                         float(perm.pvalue), U, resamples, higher_is_better)
 
 
+def _recorded_criterion(cfg, run, data_root, criteria: dict):
+    """The criterion that scores a run read from its unit record: built from its task (which loads the data), once
+    for all the runs in ``criteria`` (a comparison's) that share the config outside ``[train]`` (seeds of one
+    model), the vocabulary and the data root."""
+    import json
+
+    from memread.data.vocab import Vocab
+    from memread.experiment import build_model, build_task
+    from memread.training.units import file_sha256
+
+    setup = {k: v for k, v in cfg.to_dict().items() if k != "train"}
+    key = (json.dumps(setup, sort_keys=True, default=str), file_sha256(run / "vocab.json"), str(data_root))
+    if key not in criteria:
+        task = build_task(cfg, data_root, vocab=Vocab.load(run / "vocab.json"))
+        criteria[key] = task.build_criterion(build_model(cfg, task))
+    return criteria[key]
+
+
 def _evaluate_units(run_dir: str, data_root, split: str, checkpoint: str, batch_size: int, device: str,
-                    progress: bool) -> tuple[UnitTable, object, int]:
+                    progress: bool, criteria: dict | None = None) -> tuple[UnitTable, object, int]:
     """One run's unit statistics on ``split``: (table, criterion, batch size used). From the run's unit record
     (:mod:`memread.training.units`) where it measured this checkpoint at this batch size and the run's precision,
     as it must where the checkpoint is not in the folder (a run trained on another machine); else evaluated, at
-    the run's precision, as ``final.json`` was."""
+    the run's precision, as ``final.json`` was. ``criteria``: the comparison's criteria of recorded runs so far
+    (:func:`_recorded_criterion`)."""
     from pathlib import Path
 
-    from memread.data.vocab import Vocab
-    from memread.experiment import build_model, build_task, is_archive, load_trained, read_run_config
+    from memread.experiment import is_archive, load_trained, read_run_config
     from memread.training.loop import evaluate
     from memread.training.units import in_place_of, read_units, record_path, save_units
 
@@ -173,8 +191,8 @@ def _evaluate_units(run_dir: str, data_root, split: str, checkpoint: str, batch_
                               cfg.train.precision)
         if recorded is not None:
             keys, values, meta = recorded
-            task = build_task(cfg, data_root, vocab=Vocab.load(run / "vocab.json"))
-            return UnitTable(keys, values), task.build_criterion(build_model(cfg, task)), meta["batch_size"]
+            criterion = _recorded_criterion(cfg, run, data_root, {} if criteria is None else criteria)
+            return UnitTable(keys, values), criterion, meta["batch_size"]
         if in_place_of(run, split, checkpoint):
             raise MemreadError(f"{run}: no checkpoint_{checkpoint}.pt here, and its {record_path(run, split).name} "
                                f"measured another checkpoint, batch size or precision: compare it at the record's "
@@ -229,8 +247,9 @@ def compare_runs(run_a: str, run_b: str, data_root, split: str = "test", checkpo
     the difference of ``metric`` (default: the criterion's selection metric). Returns the JSON-able result:
     ``run_a``, ``run_b``, and :class:`PairedResult`'s fields (``a``, ``b``: the metric of each run)."""
     batch_size = _batch_size_of([run_a, run_b], split, checkpoint, batch_size)
-    ta, a, batch_size = _evaluate_units(run_a, data_root, split, checkpoint, batch_size, device, progress)
-    tb, b, _ = _evaluate_units(run_b, data_root, split, checkpoint, batch_size, device, progress)
+    criteria: dict = {}
+    ta, a, batch_size = _evaluate_units(run_a, data_root, split, checkpoint, batch_size, device, progress, criteria)
+    tb, b, _ = _evaluate_units(run_b, data_root, split, checkpoint, batch_size, device, progress, criteria)
     _same_criterion(a, b, run_a, run_b)
     result = paired_test(ta, tb, a.summarize, metric or a.selection_metric, a.higher_is_better, resamples=resamples,
                          confidence=confidence, seed=seed, names=(run_a, run_b))
@@ -274,9 +293,11 @@ def compare_seeds(root_a: str, root_b: str, seeds: int, data_root, split: str = 
     tables: dict[str, list[UnitTable]] = {"a": [], "b": []}
     criterion = None
     batch_size = _batch_size_of(runs["a"] + runs["b"], split, checkpoint, batch_size)
+    criteria: dict = {}  # the recorded runs' criteria: one task built a model, not one a seed
     for side in ("a", "b"):
         for run in runs[side]:
-            table, crit, batch_size = _evaluate_units(run, data_root, split, checkpoint, batch_size, device, progress)
+            table, crit, batch_size = _evaluate_units(run, data_root, split, checkpoint, batch_size, device, progress,
+                                                      criteria)
             if criterion is not None:
                 _same_criterion(criterion, crit, runs["a"][0], run)
             criterion = criterion or crit
