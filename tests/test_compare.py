@@ -261,6 +261,12 @@ def test_a_comparisons_budget_says_how_each_run_ended_and_whether_it_converged(t
         "b": [{"tokens": None, "train_s": None}]}
     assert run_costs([early], [tmp_path]) is None
     assert run_budget(capped_improving)["improving"] and not run_budget(capped_done)["improving"]
+    # a last best by less than the run's min_improvement: its own rule counts no progress, so not still improving
+    marginal = run("capped-marginal", "max_minutes", [True, True])
+    lines = (marginal / "metrics.jsonl").read_text().splitlines()
+    lines[-1] = json.dumps({**json.loads(lines[-1]), "significant": False})
+    (marginal / "metrics.jsonl").write_text("\n".join(lines) + "\n")
+    assert not run_budget(marginal)["improving"] and budget_text([marginal], [early])[1]
     text, converged = budget_text([early], [capped_done])
     assert converged and text == "A: early stop at 2 epochs (best 1); B: epoch cap at 1 epochs (best 0.5)"
     text, converged = budget_text([early, capped_improving], [capped_done, early])

@@ -187,6 +187,8 @@ def test_early_stopping_with_patience(tmp_path):
     trainer.fit()
     valid = records(tmp_path / "run", "valid")
     assert len(valid) == 3  # the first is the best; two without significant improvement stop the run
+    # a lr of 1e-6 still lowers the loss a little: bests, but by less than min_improvement, and said so
+    assert "significant" not in valid[0] and [(r["best"], r.get("significant")) for r in valid[1:]] == [(True, False)] * 2
 
 
 def _train_cmd(*args: str) -> list[str]:

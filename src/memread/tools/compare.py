@@ -334,7 +334,8 @@ def epochs_text(epochs: float) -> str:
 def run_budget(run_dir) -> dict | None:
     """How a run's training ended, from its ``checkpoint_last.pt`` and ``metrics.jsonl``: ``stopped`` (the loop's
     reason), ``epochs`` (trained, at its last validation), ``best_epochs`` (of its best validation),
-    ``improving``: stopped by a cap (epochs, steps, time) with its best validation the last one, so still
+    ``improving``: stopped by a cap (epochs, steps, time) with its best validation the last one, better than the
+    one before by the run's ``train.min_improvement`` (a smaller gain its own rule counts as none), so still
     improving when it stopped; and what it cost: ``tokens`` trained and ``train_s``, the wall seconds of its
     training over every resume (None where a checkpoint from before they were counted began it). A folder whose
     ``checkpoint_last.pt`` stayed on another machine answers from the loop state its unit record kept. None for
@@ -357,7 +358,7 @@ def run_budget(run_dir) -> dict | None:
     stopped = loop.get("stopped")
     return {"stopped": stopped, "epochs": valid[-1].get("epochs_done"),
             "best_epochs": best[-1].get("epochs_done") if best else None,
-            "improving": stopped != "early" and bool(valid[-1].get("best")),
+            "improving": stopped != "early" and bool(valid[-1].get("best")) and valid[-1].get("significant", True),
             "tokens": loop.get("tokens_trained"), "train_s": loop.get("seconds_trained"),
             "train_s_by_device": loop.get("seconds_by_device")}
 

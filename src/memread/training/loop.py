@@ -449,6 +449,7 @@ class Trainer:
                 and value > T.divergence * best_so_far):
             raise self._diverged(f"validation {name} {value:.4g} is more than train.divergence = {T.divergence:g} "
                                  f"times the best so far ({best_so_far:.4g})")
+        significant = self.schedule.improved(value)  # by train.min_improvement, before the step moves the mark
         best = self.schedule.step(value, self.optimizer) if counted else self.schedule.record(value)
         stop_reason = None
         if counted and T.patience and self.schedule.bad_evals >= T.patience:
@@ -458,6 +459,8 @@ class Trainer:
         done = {} if not self.epoch_batches else {"epochs_done": self.epoch + self.step_in_epoch / self.epoch_batches}
         self.log.write({"event": "valid", "step": self.global_step, "epoch": self.epoch, **done, **metrics,
                         "selection_metric": self.criterion.selection_metric, "lr": self.lr, "best": best,
+                        # a best by less than min_improvement: the run's own rule counts no progress in it
+                        **({"significant": False} if best and not significant else {}),
                         **({} if counted else {"counted": False})})
         if T.progress and self.where.main:
             tqdm.write(
