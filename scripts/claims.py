@@ -6,6 +6,7 @@ the paired comparisons that decide it: one command starts a claim's runs on both
     python scripts/claims.py status [wikiqa]            where each run stands: epochs, best valid, how it ended
     python scripts/claims.py stage CLAIM [--only RUN,..] [--to .carry]   unfinished runs, slim, for a GPU call
     python scripts/claims.py keep CLAIM [--only RUN,..]   ended runs' records into results/runs/, to commit
+    python scripts/claims.py unpack OUT1 [OUT2 ..] [--logs results/gpu-sNN]   device calls' runs into runs/
     nohup python scripts/claims.py run wikiqa > logs/claim-wikiqa.log 2>&1 &
 
 `run` trains every (row, seed) with `memread train` into ``runs/reproduce/ROW/seedS`` (what `memread reproduce`
@@ -496,6 +497,71 @@ def restore(claim: Claim) -> list[Path]:
     return out
 
 
+def _progress(run_dir: Path) -> int | None:
+    """How far a run folder can carry a claim: the step of its last checkpoint (it resumes from there), or, for an
+    ended run without one (trained elsewhere), the last step of its metrics (compared from its records); None for
+    a folder that can do neither (unfinished, its checkpoints left behind)."""
+    from memread.training.checkpoint import loop_state
+    from memread.training.loop import MetricsLog, record_files
+
+    if (run_dir / "checkpoint_last.pt").is_file():
+        return int(loop_state(run_dir).get("global_step", 0))
+    if record_files(run_dir):
+        return max((int(r.get("step", 0)) for r in MetricsLog(run_dir / "metrics.jsonl").events()), default=0)
+    return None
+
+
+def unpack(outs: list[Path], logs_to: Path | None = None) -> int:
+    """Put what device calls brought back (``gpu_checks.sh``'s ``runs.tgz`` and ``ckpt.tar.part-*``, in the folders
+    ``outs``, oldest call first) in place under ``runs/``: each run folder that can go on (a checkpoint) or be
+    compared (ended, with its unit records) replaces the one here if it got further (the step of its checkpoint,
+    or its last for an ended run); one that can do neither (its checkpoints stayed on the device, as a second call
+    leaves the first call's when they do not fit) is left. The calls' logs, timeline and results go to
+    ``logs_to``/CALL where given. 1 where a call's files cannot be read."""
+    import io
+    import shutil
+    import tarfile
+    import tempfile
+
+    for out in outs:
+        with tempfile.TemporaryDirectory() as tmp:
+            got = Path(tmp)
+            parts = sorted(out.glob("ckpt.tar.part-*"))
+            try:
+                with tarfile.open(out / "runs.tgz") as t:
+                    t.extractall(got, filter="data")
+                if parts:  # one tar split in parts of 15 MiB
+                    with tarfile.open(fileobj=io.BytesIO(b"".join(p.read_bytes() for p in parts))) as t:
+                        t.extractall(got, filter="data")
+            except (OSError, tarfile.TarError) as e:
+                print(f"{out}: its runs.tgz or ckpt.tar.part-* cannot be read ({e}); nothing of it was placed",
+                      file=sys.stderr)
+                return 1
+            if logs_to is not None:
+                dest = logs_to / out.name
+                dest.mkdir(parents=True, exist_ok=True)
+                for f in [*(got / "logs").glob("*"), *(out / n for n in ("timeline.txt", "results.jsonl"))]:
+                    if f.is_file():
+                        shutil.copy2(f, dest / ("device-results.jsonl" if f.name == "results.jsonl" else f.name))
+            for metrics in sorted((got / "runs").rglob("metrics.jsonl")):
+                incoming, here = metrics.parent, Path(metrics.parent.relative_to(got))
+                new = _progress(incoming)
+                if new is None:
+                    print(f"{here}: left (from {out}: unfinished, its checkpoints stayed on the device)")
+                    continue
+                old = _progress(here) if here.is_dir() else None
+                if old is not None and old >= new:
+                    print(f"{here}: the one here kept (step {old}; {out} brought step {new})")
+                    continue
+                if here.exists():
+                    shutil.rmtree(here)
+                here.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copytree(incoming, here)
+                how = "checkpoint" if (here / "checkpoint_last.pt").is_file() else "ended, its records"
+                print(f"{here}: placed from {out} (step {new}, {how})")
+    return 0
+
+
 def only(claim: Claim, labels: list[str]) -> Claim:
     """The claim cut down to the runs ``labels`` and the comparisons between two of them (KeyError: not a run)."""
     runs = {label: claim.runs[label] for label in labels}
@@ -504,8 +570,11 @@ def only(claim: Claim, labels: list[str]) -> Claim:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("verb", choices=["list", "plan", "run", "status", "stage", "keep"])
-    ap.add_argument("claim", nargs="?", choices=sorted(CLAIMS))
+    ap.add_argument("verb", choices=["list", "plan", "run", "status", "stage", "keep", "unpack"])
+    ap.add_argument("claim", nargs="?", help=f"one of {', '.join(sorted(CLAIMS))}; unpack: the device calls' "
+                    "output folders")
+    ap.add_argument("more", nargs="*", help=argparse.SUPPRESS)
+    ap.add_argument("--logs", type=Path, help="unpack: copy each call's logs into LOGS/CALL (e.g. results/gpu-s21)")
     ap.add_argument("--jobs", type=int, default=2, help="single-thread queues side by side (default 2)")
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                     help="an override for every run of the claim (after its own), e.g. train.max_minutes=6")
@@ -516,6 +585,8 @@ def main() -> int:
     ap.add_argument("--only", metavar="RUN[,RUN..]", help="these runs of the claim alone, and the comparisons "
                     "between them (e.g. the LSTM of a claim on a GPU, its LSTMNs on a CPU)")
     args = ap.parse_args()
+    if args.verb != "unpack" and (args.more or args.claim not in (None, *CLAIMS)):
+        ap.error(f"{args.verb}: one claim, one of {', '.join(sorted(CLAIMS))} (not {' '.join([args.claim, *args.more])})")
     extra = extra_overrides(args.set, args.device)
     if args.verb == "list":
         for c in CLAIMS.values():
@@ -528,6 +599,10 @@ def main() -> int:
         named = [CLAIMS[args.claim]] if args.claim else list(CLAIMS.values())
         print("\n".join(status(c if args.seeds is None else replace(c, seeds=args.seeds)) for c in named))
         return 0
+    if args.verb == "unpack":
+        if args.claim is None:
+            ap.error("unpack needs the device calls' output folders (each with runs.tgz), oldest first")
+        return unpack([Path(args.claim), *map(Path, args.more)], args.logs)
     if args.claim is None:
         ap.error(f"{args.verb} needs a claim: {', '.join(sorted(CLAIMS))}")
     claim = CLAIMS[args.claim] if args.seeds is None else replace(CLAIMS[args.claim], seeds=args.seeds)

@@ -499,3 +499,83 @@ def test_keep_commits_an_ended_runs_records_and_run_puts_them_back_in_a_new_chec
     empty = claims.Claim("e", "test", {"a": claims.Run("", 5, config="configs/babi/as.toml")}, [], seeds=1,
                          paper_setup=False)
     assert claims.keep(empty) == 1  # nothing ended: said, and a failing exit
+
+
+def test_unpack_puts_each_device_calls_runs_in_place_where_they_got_further(tmp_path, monkeypatch, capsys):
+    """What device calls bring back (runs.tgz; the checkpoints in ckpt.tar.part-*) goes under runs/ run by run: a
+    folder that can go on (a checkpoint) or be compared (ended, with its unit records) replaces the one here if it
+    got further; one whose checkpoints stayed on the device is left, as a second call's copy of a run whose
+    checkpoints only the first call brought back must be (session 21 sorted this by hand)."""
+    import io
+    import json
+    import tarfile
+
+    import numpy as np
+    import torch
+
+    from memread.training.checkpoint import FORMAT, loop_state
+    from memread.training.units import save_units
+
+    monkeypatch.chdir(tmp_path)
+
+    def folder(root: Path, label: str, step: int, ckpt: bool, ended: bool = False) -> Path:
+        d = root / "runs/claims/t" / label / "seed1"
+        d.mkdir(parents=True)
+        (d / "metrics.jsonl").write_text(json.dumps({"event": "valid", "step": step, "ppl": 100.0 - step,
+                                                     "best": True}) + "\n")
+        (d / "config.json").write_text("{}")
+        loop = {"global_step": step, "stopped": "early" if ended else "max_minutes", "finished": ended}
+        torch.save({"format": FORMAT, "config": "{}", "vocab": "v", "model": {}, "loop": loop}, d / "checkpoint_last.pt")
+        if ended:
+            (d / "final.json").write_text("{}")
+            save_units(d, "test", [{"nll": np.ones(2), "tokens": np.ones(2)}], "last", 16, "32")
+        if not ckpt:
+            (d / "checkpoint_last.pt").unlink()
+        return d
+
+    def call(name: str, runs: list[tuple[str, int, bool, bool]], log: str) -> Path:
+        out, src = tmp_path / name, tmp_path / f"{name}-device"
+        out.mkdir()
+        for label, step, ckpt, ended in runs:
+            folder(src, label, step, ckpt, ended)
+        (src / "logs").mkdir()
+        (src / "logs" / "claim-t.log").write_text(log)
+        with tarfile.open(out / "runs.tgz", "w:gz") as t:  # the small files, as gpu_checks.sh packs them
+            t.add(src / "logs", "logs")
+            for f in sorted((src / "runs").rglob("*")):
+                if f.is_file() and not f.name.endswith(".pt"):
+                    t.add(f, str(f.relative_to(src)))
+        buf = io.BytesIO()
+        with tarfile.open(fileobj=buf, mode="w") as t:  # the checkpoints, split in parts
+            for f in sorted((src / "runs").rglob("*.pt")):
+                t.add(f, str(f.relative_to(src)))
+        data = buf.getvalue()
+        if len(data) > 1024:
+            for i, at in enumerate(range(0, len(data), len(data) // 2 + 1)):
+                (out / f"ckpt.tar.part-a{'abc'[i]}").write_bytes(data[at:at + len(data) // 2 + 1])
+        (out / "results.jsonl").write_text('{"experiment": "claim-t-a-vs-b"}\n')
+        return out
+
+    folder(tmp_path, "a", 5, ckpt=True)  # here already, at step 5
+    folder(tmp_path, "d", 50, ckpt=True)  # here, further than the device got
+    first = call("call1", [("a", 10, True, False), ("b", 8, False, False), ("c", 30, False, True),
+                           ("d", 40, True, False)], "first")
+    second = call("call2", [("a", 12, False, False), ("b", 9, True, False), ("c", 30, False, True)], "second")
+    assert claims.unpack([first, second], tmp_path / "results/gpu-s21") == 0
+    said: dict[str, str] = {}  # each run's lines, call by call
+    for line in capsys.readouterr().out.splitlines():
+        said[line.split(":")[0]] = said.get(line.split(":")[0], "") + line + "\n"
+    a, b, c, d = (Path(f"runs/claims/t/{x}/seed1") for x in "abcd")
+    assert loop_state(a)["global_step"] == 10 and "placed from" in said[str(a)]  # call1's, further than step 5
+    assert "call2: unfinished, its checkpoints stayed on the device" in said[str(a)]
+    assert "step 12" not in (a / "metrics.jsonl").read_text()  # call2's metrics without their checkpoint: left
+    assert loop_state(b)["global_step"] == 9  # call1's had no checkpoint; call2's has
+    assert (c / "units-test.npz").is_file() and not (c / "checkpoint_last.pt").exists()  # ended: its records
+    assert "the one here kept" in said[str(c)]  # call2's copy of it is no further
+    assert loop_state(d)["global_step"] == 50 and "the one here kept (step 50" in said[str(d)]
+    assert (tmp_path / "results/gpu-s21/call1/claim-t.log").read_text() == "first"
+    assert (tmp_path / "results/gpu-s21/call2/device-results.jsonl").is_file()
+    bad = tmp_path / "call3"
+    bad.mkdir()
+    (bad / "runs.tgz").write_bytes(b"not a tar")
+    assert claims.unpack([bad]) == 1 and "call3: its runs.tgz" in capsys.readouterr().err
