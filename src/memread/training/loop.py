@@ -163,7 +163,7 @@ def last_is_best(valid: list[dict], step: int) -> bool:
     return bool(valid) and bool(valid[-1].get("best")) and valid[-1].get("step") == step
 
 
-# the stops after which a run has nothing left to train (a time limit's, ``"time"``, goes on when started again)
+# the stops after which a run has nothing left to train (a time limit's, ``"max_minutes"``, goes on when started again)
 ENDED = ("early", "epochs", "max_steps")
 
 
