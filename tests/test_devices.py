@@ -46,7 +46,8 @@ import memread.readers.lstmn as lstmn
 import memread.readers.nse as nse
 from memread.decoding import decode
 from memread.modules.dropout import Dropout as RandDropout
-from memread.modules.precision import autocast_device_type, autocast_enabled, in_float32, to_float32
+from memread.modules.precision import (autocast, autocast_device_type, autocast_enabled, in_float32,
+                                       to_float32)
 from memread.readers import READERS, build_reader
 from memread.readers.base import detach_state
 from memread.tasks import Task
@@ -387,7 +388,7 @@ def train_two_steps(fixtures, case, dtype: torch.dtype | None) -> list[float]:
     hook = model.register_forward_pre_hook(lambda m, i: seen.append(autocast_enabled("cpu")))
     state, losses = None, []
     for b in batches * (2 // len(batches)):
-        with torch.autocast("cpu", dtype=dtype or torch.bfloat16, enabled=dtype is not None):
+        with autocast("cpu", dtype):  # as the training loop enters it
             out = model(b, state if carries else None)
             loss = criterion(out, b)
         # every criterion's loss and sums in float32 (cross-entropy is float32 under autocast; cloze casts)
@@ -434,7 +435,7 @@ def test_reader_under_bf16_autocast(name, path, monkeypatch):
     full.backward()
     g_full = [p.grad.clone() for p in reader.parameters()]
     reader.zero_grad(set_to_none=True)
-    with torch.autocast("cpu", dtype=torch.bfloat16):
+    with autocast("cpu", torch.bfloat16):
         low, outs_low = read_segments(name, reader, inp)
     low.backward()
     low, full = float(low.detach()), float(full.detach())
@@ -498,3 +499,31 @@ def test_in_float32_only_acts_under_autocast():
     assert seen[-1] == (torch.float32, torch.float32, torch.bool, False) and out.dtype == torch.float32
     d = torch.randn(2, dtype=torch.float64)
     assert to_float32((d, 1, "s")) == (d, 1, "s")  # float64 stays, as autocast leaves it
+
+
+def test_autocast_turns_onednn_off_only_where_its_fused_lstm_refuses_the_dtype(monkeypatch):
+    """On an AVX2-only CPU (session 21's AMD EPYC) oneDNN will not build its bfloat16 LSTM, and every model with
+    an ``nn.LSTM`` failed under bf16 autocast: memread's autocast then turns oneDNN off for its extent (ATen's own
+    LSTM runs) and back on after; where the kernel runs, or off the CPU, or without autocast, nothing changes."""
+    from memread.modules import precision
+
+    lstm = torch.nn.LSTM(3, 4, batch_first=True)
+    x = torch.randn(2, 5, 3)
+    for runs in (True, False):
+        monkeypatch.setitem(precision._ONEDNN_RNN, torch.bfloat16, runs)
+        assert torch.backends.mkldnn.enabled
+        with autocast("cpu", torch.bfloat16):
+            assert torch.backends.mkldnn.enabled == runs and autocast_enabled("cpu")
+            if not runs:  # what failed here: it runs, forward and backward
+                out, _ = lstm(x)
+                out.float().sum().backward()
+        assert torch.backends.mkldnn.enabled and not autocast_enabled("cpu")
+    with autocast("cpu", None):
+        assert torch.backends.mkldnn.enabled and not autocast_enabled("cpu")
+    with pytest.raises(ValueError):  # an error inside still restores the flag
+        with autocast("cpu", torch.bfloat16):
+            raise ValueError
+    assert torch.backends.mkldnn.enabled
+    # this machine's answer, tried for real: where the kernel refuses, the probe says so rather than raising
+    monkeypatch.delitem(precision._ONEDNN_RNN, torch.bfloat16)
+    assert isinstance(precision.onednn_rnn_runs(torch.bfloat16), bool)

@@ -1,6 +1,7 @@
 """The training loop: it learns, it resumes exactly after SIGKILL, it refuses checkpoints that do not fit."""
 
 import json
+import math
 import signal
 import subprocess
 import sys
@@ -424,3 +425,15 @@ def test_a_run_out_of_minutes_validates_stops_and_resumes_as_if_uninterrupted(tm
     assert [r["loss"] for r in a][-3:] == pytest.approx([r["loss"] for r in b][-3:], rel=1e-6)
     assert records(tmp_path / "full", "valid")[-1]["ppl"] == pytest.approx(records(tmp_path / "timed", "valid")[-1]["ppl"],
                                                                            rel=1e-6)
+
+
+def test_an_lstm_lm_trains_and_evaluates_under_bf16_mixed_on_any_cpu(tmp_path):
+    """``train.precision = "bf16-mixed"`` on the CPU: an LSTM LM trains, validates and finishes with finite numbers,
+    also on a CPU whose oneDNN refuses a bfloat16 LSTM (session 21's AVX2-only AMD EPYC, where every such run
+    stopped at its first step: the loop's autocast turns oneDNN off there, memread.modules.precision.autocast)."""
+    trainer = start_run(lm_config(max_steps=4, batch_size=8, precision="bf16-mixed", log_every=1),
+                        tmp_path / "run", tmp_path)
+    trainer.fit()
+    train, valid = records(tmp_path / "run", "train"), records(tmp_path / "run", "valid")
+    assert train and valid and all(math.isfinite(r["loss"]) for r in train) and math.isfinite(valid[-1]["ppl"])
+    assert torch.backends.mkldnn.enabled  # left as it was

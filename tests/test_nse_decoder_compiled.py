@@ -19,6 +19,7 @@ from torch.utils import cpp_extension
 import memread.readers._nse_kernels as nse_kernels
 import memread.readers.nse as nse_module
 from memread.readers.nse_decoder import NSEDecoder, NSEDecoderConfig
+from memread.modules.precision import autocast
 
 K, E = 5, 4
 COMPILED = "_NSECompiledLoopBackward"
@@ -228,7 +229,7 @@ def test_under_cpu_autocast_the_compiled_loop_runs_in_float32():
     needs_kernels()
     dec = make_decoder(2, dtype=torch.float32)
     y, y_mask, M, s_mask = inputs(dtype=torch.float32)
-    with torch.autocast("cpu", dtype=torch.bfloat16):
+    with autocast("cpu", torch.bfloat16):  # as the training loop enters it
         out = dec(y.requires_grad_(True), y_mask, M, None, s_mask)
     assert type(out.states.grad_fn).__name__ == COMPILED
     assert out.states.dtype == out.memory.dtype == torch.float32

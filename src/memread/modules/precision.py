@@ -98,3 +98,54 @@ def float32_under_autocast(fn: F) -> F:
         return in_float32(fn, *args, **kwargs)
 
     return wrapper  # type: ignore[return-value]
+
+
+# --------------------------------------------------------------------------------- entering autocast
+
+_ONEDNN_RNN: dict[torch.dtype, bool] = {}  # per autocast dtype: whether oneDNN's fused CPU LSTM runs in it here
+
+
+def onednn_rnn_runs(dtype: torch.dtype) -> bool:
+    """Whether torch's fused CPU LSTM (oneDNN's kernel: ``nn.LSTM``, ``nn.GRU``) runs, forward and backward, under
+    CPU autocast to ``dtype`` on this machine; tried once a process on a tiny LSTM. oneDNN builds its bfloat16 LSTM
+    only where the CPU has the instructions for it: on an AVX2-only CPU (an AMD EPYC here) it refuses with "could
+    not create a primitive descriptor for the LSTM forward propagation primitive"."""
+    if dtype not in _ONEDNN_RNN:
+        lstm = torch.nn.LSTM(2, 2, batch_first=True)
+        try:
+            with torch.autocast("cpu", dtype=dtype):
+                out, _ = lstm(torch.zeros(1, 2, 2))
+            out.float().sum().backward()
+            _ONEDNN_RNN[dtype] = True
+        except RuntimeError:
+            _ONEDNN_RNN[dtype] = False
+    return _ONEDNN_RNN[dtype]
+
+
+class _Autocast:
+    """``torch.autocast(device_type, dtype)``, with oneDNN off for its extent where its fused CPU LSTM does not run
+    in ``dtype`` here (:func:`onednn_rnn_runs`): the LSTMs then run on ATen's own kernels (in float32, as CPU
+    autocast leaves an LSTM it does not fuse), and the rest of the model as autocast has it."""
+
+    def __init__(self, device_type: str, dtype: torch.dtype | None):
+        self.autocast = torch.autocast(device_type, dtype=dtype, enabled=dtype is not None)
+        self.onednn_off = device_type == "cpu" and dtype is not None and not onednn_rnn_runs(dtype)
+
+    def __enter__(self):
+        if self.onednn_off:
+            self.was = torch.backends.mkldnn.enabled
+            torch.backends.mkldnn.enabled = False
+        return self.autocast.__enter__()
+
+    def __exit__(self, *exc):
+        try:
+            return self.autocast.__exit__(*exc)
+        finally:
+            if self.onednn_off:
+                torch.backends.mkldnn.enabled = self.was
+
+
+def autocast(device_type: str, dtype: torch.dtype | None) -> _Autocast:
+    """What training and evaluation enter for ``train.precision``: ``torch.autocast(device_type, dtype)`` (off for
+    ``dtype`` None), on a CPU whose oneDNN cannot run the fused LSTM in ``dtype`` with oneDNN off meanwhile."""
+    return _Autocast(device_type, dtype)

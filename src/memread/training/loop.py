@@ -26,6 +26,7 @@ from tqdm import tqdm
 from memread.config import ExperimentConfig
 from memread.criteria.base import Loss
 from memread.errors import MemreadError
+from memread.modules.precision import autocast as precision_autocast
 from memread.readers.base import detach_state, flatten_state, state_structure, unflatten_state
 from memread.training.checkpoint import load_checkpoint, save_checkpoint, write_text_atomically
 from memread.training.distributed import (Placement, combine_loss, gather, on_main, resolve_device, rng_state,
@@ -40,9 +41,9 @@ TIME_CHECK_EVERY = 16
 
 
 def autocast(device: torch.device, precision: str):
-    """``torch.autocast`` for ``train.precision`` on ``device`` (a no-op context for "32")."""
-    dtype = AMP_DTYPES[precision]
-    return torch.autocast(device.type, dtype=dtype, enabled=dtype is not None)
+    """``torch.autocast`` for ``train.precision`` on ``device`` (a no-op context for "32"; on a CPU whose oneDNN
+    cannot run the fused LSTM in that precision, with oneDNN off: :func:`memread.modules.precision.autocast`)."""
+    return precision_autocast(device.type, AMP_DTYPES[precision])
 
 
 @torch.no_grad()
