@@ -526,4 +526,20 @@ def test_autocast_turns_onednn_off_only_where_its_fused_lstm_refuses_the_dtype(m
     assert torch.backends.mkldnn.enabled
     # this machine's answer, tried for real: where the kernel refuses, the probe says so rather than raising
     monkeypatch.delitem(precision._ONEDNN_RNN, torch.bfloat16)
-    assert isinstance(precision.onednn_rnn_runs(torch.bfloat16), bool)
+    answer = precision.onednn_rnn_runs(torch.bfloat16)
+    assert isinstance(answer, bool)
+    # asked first where evaluation asks it, under no_grad or inference_mode: the probe's backward still has its
+    # graph (an LSTM that runs everywhere stands in, so that a probe broken by no_grad would answer False here too)
+    class Runs(torch.nn.Module):
+        def __init__(self, *args, **kwargs):
+            super().__init__()
+            self.w = torch.nn.Parameter(torch.ones(1))
+
+        def forward(self, x):
+            return x * self.w, None
+
+    monkeypatch.setattr(torch.nn, "LSTM", Runs)
+    for context in (torch.no_grad, torch.inference_mode):
+        del precision._ONEDNN_RNN[torch.bfloat16]
+        with context():
+            assert precision.onednn_rnn_runs(torch.bfloat16)

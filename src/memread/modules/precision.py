@@ -112,10 +112,10 @@ def onednn_rnn_runs(dtype: torch.dtype) -> bool:
     not create a primitive descriptor for the LSTM forward propagation primitive"."""
     if dtype not in _ONEDNN_RNN:
         lstm = torch.nn.LSTM(2, 2, batch_first=True)
-        try:
-            with torch.autocast("cpu", dtype=dtype):
+        try:  # asked first inside evaluation's no_grad, too: the backward needs a graph
+            with torch.inference_mode(False), torch.enable_grad(), torch.autocast("cpu", dtype=dtype):
                 out, _ = lstm(torch.zeros(1, 2, 2))
-            out.float().sum().backward()
+                out.float().sum().backward()
             _ONEDNN_RNN[dtype] = True
         except RuntimeError:
             _ONEDNN_RNN[dtype] = False
