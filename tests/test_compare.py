@@ -213,9 +213,10 @@ def test_memread_compare_seeds_of_two_models(tmp_path, fixtures, monkeypatch):
     assert rec["budget"].count("step cap at 2 epochs (best ") in (2, 3, 4) and rec["budget"].startswith("A: ")
     assert isinstance(rec["converged"], bool) and rec["higher_is_better"] is True  # MAP
     # where a run was still improving: which sides (the verdict is settled if only the leader is; claims.py)
-    from memread.tools.compare import still_improving
+    from memread.tools.compare import ending_fields
 
-    sides = still_improving(*[[tmp_path / m / f"seed{s}" for s in (1, 2)] for m in ("lstm", "siamese")])
+    sides = ending_fields(*[[tmp_path / m / f"seed{s}" for s in (1, 2)] for m in ("lstm", "siamese")]).get(
+        "still_improving", [])
     assert rec["converged"] == (not sides) and rec.get("still_improving") == (sides or None)
     # what each seed's run cost: its tokens and training seconds
     assert [len(rec["cost"][side]) for side in ("a", "b")] == [2, 2]
@@ -235,10 +236,17 @@ def test_memread_compare_seeds_of_two_models(tmp_path, fixtures, monkeypatch):
 
 
 def test_a_comparisons_budget_says_how_each_run_ended_and_whether_it_converged(tmp_path, monkeypatch):
-    """``budget_text``: from each run's checkpoint (why it stopped) and metrics.jsonl (its validations): an early
+    """``ending_fields``: from each run's checkpoint (why it stopped) and metrics.jsonl (its validations): an early
     stop converged; a run stopped by a cap (epochs, steps, time) with its best validation the last one did not."""
-    from memread.tools.compare import budget_text, run_budget, run_costs, still_improving
+    from memread.tools.compare import ending_fields, run_budget
     from memread.training.checkpoint import FORMAT
+
+    def budget(a: list, b: list) -> tuple[str, bool] | None:
+        fields = ending_fields(a, b)
+        return fields and (fields["budget"], fields["converged"])
+
+    def improving(a: list, b: list) -> list[str]:
+        return ending_fields(a, b).get("still_improving", [])
 
     def run(name: str, stopped: str, best: list[bool], cost: dict | None = None) -> Path:
         d = tmp_path / name
@@ -256,33 +264,32 @@ def test_a_comparisons_budget_says_how_each_run_ended_and_whether_it_converged(t
     assert run_budget(early) == {"stopped": "early", "epochs": 2.0, "best_epochs": 1.0, "improving": False,
                                  "tokens": 5000, "train_s": 12.345, "train_s_by_device": None}
     # what each run cost, seed by seed
-    assert run_costs([early, capped_done], [capped_improving]) == {
+    assert ending_fields([early, capped_done], [capped_improving])["cost"] == {
         "a": [{"tokens": 5000, "train_s": 12.3}, {"tokens": 800, "train_s": None}],
         "b": [{"tokens": None, "train_s": None}]}
-    assert run_costs([early], [tmp_path]) is None
+    assert ending_fields([early], [tmp_path]) is None  # a folder without a checkpoint (an archive): no budget
     assert run_budget(capped_improving)["improving"] and not run_budget(capped_done)["improving"]
     # a last best by less than the run's min_improvement: its own rule counts no progress, so not still improving
     marginal = run("capped-marginal", "max_minutes", [True, True])
     lines = (marginal / "metrics.jsonl").read_text().splitlines()
     lines[-1] = json.dumps({**json.loads(lines[-1]), "significant": False})
     (marginal / "metrics.jsonl").write_text("\n".join(lines) + "\n")
-    assert not run_budget(marginal)["improving"] and budget_text([marginal], [early])[1]
-    text, converged = budget_text([early], [capped_done])
+    assert not run_budget(marginal)["improving"] and budget([marginal], [early])[1]
+    text, converged = budget([early], [capped_done])
     assert converged and text == "A: early stop at 2 epochs (best 1); B: epoch cap at 1 epochs (best 0.5)"
-    text, converged = budget_text([early, capped_improving], [capped_done, early])
+    text, converged = budget([early, capped_improving], [capped_done, early])
     assert not converged and text.startswith("A: early stop at 2 epochs (best 1), time limit at 1 epochs (best 1);")
-    assert still_improving([early, capped_improving], [capped_done, early]) == ["A"]
-    assert still_improving([early], [capped_done, capped_improving]) == ["B"]
-    assert still_improving([early], [capped_done]) == []
-    text, _ = budget_text([early, early, capped_done], [early])
+    assert improving([early, capped_improving], [capped_done, early]) == ["A"]
+    assert improving([early], [capped_done, capped_improving]) == ["B"]
+    assert improving([early], [capped_done]) == []
+    text, _ = budget([early, early, capped_done], [early])
     assert text == ("A: early stop at 2 epochs (best 1) x2, epoch cap at 1 epochs (best 0.5); "
                     "B: early stop at 2 epochs (best 1)")
-    assert budget_text([early], [tmp_path]) is None  # a folder without a checkpoint (an archive): no budget
     # half-epoch evaluations land on batch boundaries (4.49922 epochs): said to a tenth
     odd = run("odd", "early", [True, False])
     lines = (odd / "metrics.jsonl").read_text().replace('"epochs_done": 1.0', '"epochs_done": 4.49922')
     (odd / "metrics.jsonl").write_text(lines.replace('"epochs_done": 0.5', '"epochs_done": 2.49922'))
-    assert budget_text([odd], [odd])[0] == "A: early stop at 4.5 epochs (best 2.5); B: early stop at 4.5 epochs (best 2.5)"
+    assert budget([odd], [odd])[0] == "A: early stop at 4.5 epochs (best 2.5); B: early stop at 4.5 epochs (best 2.5)"
     # what a results line gets, each folder read once (a GPU comparison of three seeds a side reads six checkpoints)
     from memread.tools import compare
 
@@ -292,7 +299,8 @@ def test_a_comparisons_budget_says_how_each_run_ended_and_whether_it_converged(t
     assert sorted(map(str, reads)) == sorted(map(str, [early, capped_improving, capped_done]))
     assert fields == {"budget": "A: early stop at 2 epochs (best 1), time limit at 1 epochs (best 1); B: epoch cap at "
                                 "1 epochs (best 0.5)", "converged": False,
-                      "cost": run_costs([early, capped_improving], [capped_done]), "still_improving": ["A"]}
+                      "cost": {"a": [{"tokens": 5000, "train_s": 12.3}, {"tokens": None, "train_s": None}],
+                               "b": [{"tokens": 800, "train_s": None}]}, "still_improving": ["A"]}
     assert "still_improving" not in compare.ending_fields([early], [capped_done])
 
 

@@ -17,7 +17,7 @@ each test unit's statistics summed over the seeds) and Welch's t-test of the see
 - "not converged": the line says ``converged: false`` (``memread compare --record`` writes it when a cap --
   epochs, steps or ``max_minutes`` -- stopped a run whose last validation was its best by at least the run's
   ``train.min_improvement``, so still improving;
-  no verdict), with each run's ending in ``budget`` (:func:`memread.tools.compare.budget_text`); except where
+  no verdict), with each run's ending in ``budget`` (:func:`memread.tools.compare.ending_fields`); except where
   the runs still improving (``still_improving``) are all on the side already ahead with p < 0.05: training on
   could only widen its lead, so the order, and with it the verdict, is settled (:func:`settled_early`);
 - "no claim in the paper": no paper difference (a comparison of our own, such as two tape starts).

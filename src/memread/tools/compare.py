@@ -402,25 +402,6 @@ def ending_fields(runs_a: list, runs_b: list) -> dict | None:
     return {**out, "still_improving": improving} if improving else out
 
 
-def run_costs(runs_a: list, runs_b: list) -> dict | None:
-    """What each run of a comparison cost, ``{"a": [{"tokens": N, "train_s": S}, ...], "b": [...]}`` (seed by
-    seed; ``train_s`` None where it was not counted); None if a run has no checkpoint (an archive)."""
-    fields = ending_fields(runs_a, runs_b)
-    return fields and fields["cost"]
-
-
-def budget_text(runs_a: list, runs_b: list) -> tuple[str, bool] | None:
-    """:func:`ending_fields`' ``budget`` and ``converged``; None if a run has no record of how it ended."""
-    fields = ending_fields(runs_a, runs_b)
-    return fields and (fields["budget"], fields["converged"])
-
-
-def still_improving(runs_a: list, runs_b: list) -> list[str]:
-    """The sides ("A", "B") with a run a cap stopped while its validation still improved (:func:`run_budget`)."""
-    fields = ending_fields(runs_a, runs_b)
-    return fields.get("still_improving", []) if fields else []
-
-
 def result_line(result: dict, experiment: str, dataset: str, command: str, commit: str | None, wall_s: float,
                 paper_value: float | None = None) -> dict:
     """The ``results.jsonl`` line of a comparison: ``value`` is the difference A - B of the metric (of the seeds'
