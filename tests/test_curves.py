@@ -119,3 +119,21 @@ def test_cli_prints_the_table_writes_the_png_and_reports_bad_input_in_one_line(t
     assert main(["curves", str(run), "--out", "-"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("memread: error: ") and "line 1" in err[0]
+
+
+def test_runs_are_named_by_the_shortest_path_endings_that_tell_them_apart(tmp_path, capsys):
+    """Seed folders of several models (``lstm/seed1``, ``lstmn-empty/seed1``) were all labelled ``seed1``."""
+    from memread.tools.curves import run_names
+
+    runs = [tmp_path / "claims" / m / "seed1" for m in ("lstm", "lstmn-empty")]
+    assert run_names(runs) == ["lstm/seed1", "lstmn-empty/seed1"]
+    assert run_names([tmp_path / "a", tmp_path / "b"]) == ["a", "b"]
+    assert run_names([tmp_path / "x" / "a", tmp_path / "y" / "a", tmp_path / "y" / "b"]) == ["x/a", "y/a", "y/b"]
+    same = tmp_path / "a"
+    assert run_names([same, same]) == [str(same), str(same)]  # nothing tells them apart
+    # the table and the picture's legend of `memread curves` use them
+    for m in ("lstm", "lstmn-empty"):
+        write_log(tmp_path / "claims" / m / "seed1", OLD_LOG)
+    assert main(["curves", *map(str, runs), "--out", "-"]) == 0
+    rows = [line.split()[0] for line in capsys.readouterr().out.splitlines()[1:3]]
+    assert rows == ["lstm/seed1", "lstmn-empty/seed1"]

@@ -411,9 +411,10 @@ def cmd_attention_span(args: argparse.Namespace) -> int:
 
 
 def cmd_curves(args: argparse.Namespace) -> int:
-    from memread.tools.curves import curves_png, curves_table, read_curve
+    from memread.tools.curves import curves_png, curves_table, read_curve, run_names
 
-    curves = [read_curve(Path(r), args.metric) for r in args.run_dirs]
+    runs = [Path(r) for r in args.run_dirs]
+    curves = [read_curve(r, args.metric, name) for r, name in zip(runs, run_names(runs))]
     print(curves_table(curves))
     if args.out != "-":
         png = curves_png(curves, Path(args.out), args.title, args.log_y)

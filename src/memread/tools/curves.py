@@ -47,6 +47,17 @@ class Curve:
         return self.values[self.best]
 
 
+def run_names(run_dirs: Sequence[Path]) -> list[str]:
+    """The shortest path endings that tell the runs apart: ``lstm/seed1`` and ``lstmn/seed1`` for two
+    ``.../seed1`` folders, the folder names where those differ (each run's full path where none do)."""
+    parts = [Path(d).resolve().parts for d in run_dirs]
+    for k in range(1, max(map(len, parts), default=0) + 1):
+        names = ["/".join(p[-k:]) for p in parts]
+        if len(set(names)) == len(names):
+            return names
+    return [str(d) for d in run_dirs]
+
+
 def read_records(path: Path) -> list[dict]:
     if not path.is_file():
         raise MemreadError(f"{path}: no such file (is {path.parent} a memread run directory?)")
