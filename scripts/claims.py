@@ -94,6 +94,10 @@ class Claim:
     def root(self) -> Path:
         return RUN_ROOT if self.paper_setup else Path("runs/claims") / self.name
 
+    def run_dirs(self):
+        """Each run's folder, label by label, seed by seed: ``ROOT/LABEL/seedS``."""
+        return [self.root / label / f"seed{s}" for label in self.runs for s in range(1, self.seeds + 1)]
+
 
 def _rows(sets: tuple[str, ...], **minutes: float) -> dict[str, Run]:
     return {row.replace("_", "-"): Run(row.replace("_", "-"), m, sets) for row, m in minutes.items()}
@@ -354,10 +358,8 @@ def _unfinished(run_dir: Path) -> str:
 
 def status(claim: Claim) -> str:
     lines = [f"# {claim.name}: {claim.says}"]
-    for label in claim.runs:
-        for s in range(1, claim.seeds + 1):
-            run_dir = claim.root / label / f"seed{s}"
-            lines.append(f"{str(run_dir):52s} {run_status(run_dir)}")
+    for run_dir in claim.run_dirs():
+        lines.append(f"{str(run_dir):52s} {run_status(run_dir)}")
     return "\n".join(lines)
 
 
@@ -428,19 +430,17 @@ def stage(claim: Claim, to: Path) -> int:
     from memread.training.loop import resume_files
 
     total = 0
-    for label in claim.runs:
-        for seed in range(1, claim.seeds + 1):
-            run_dir = claim.root / label / f"seed{seed}"
-            files = resume_files(run_dir)  # none for a run not begun here (or trained elsewhere), or ended
-            if not files:
-                continue
-            dest = to / run_dir
-            dest.mkdir(parents=True, exist_ok=True)
-            for f in files:
-                shutil.copy2(f, dest / f.name)
-            size = sum(f.stat().st_size for f in files)
-            total += size
-            print(f"{dest}: {size / 2**20:.1f} MiB ({', '.join(f.name for f in files)})")
+    for run_dir in claim.run_dirs():
+        files = resume_files(run_dir)  # none for a run not begun here (or trained elsewhere), or ended
+        if not files:
+            continue
+        dest = to / run_dir
+        dest.mkdir(parents=True, exist_ok=True)
+        for f in files:
+            shutil.copy2(f, dest / f.name)
+        size = sum(f.stat().st_size for f in files)
+        total += size
+        print(f"{dest}: {size / 2**20:.1f} MiB ({', '.join(f.name for f in files)})")
     print(f"{to}: {total / 2**20:.1f} MiB staged" + (f", more than the ~{STAGE_LIMIT_MIB} MiB a device call carries "
                                                      f"beside the tree: stage fewer runs (--only)"
                                                      if total > STAGE_LIMIT_MIB * 2**20 else ""))
@@ -466,19 +466,17 @@ def keep(claim: Claim) -> int:
     from memread.training.loop import record_files
 
     n = 0
-    for label in claim.runs:
-        for seed in range(1, claim.seeds + 1):
-            run_dir = claim.root / label / f"seed{seed}"
-            files = record_files(run_dir)
-            if not files:
-                print(f"{run_dir}: not ended (or no unit records): left")
-                continue
-            dest = kept(run_dir)
-            dest.mkdir(parents=True, exist_ok=True)
-            for f in files:
-                shutil.copy2(f, dest / f.name)
-            n += 1
-            print(f"{dest}: {sum(f.stat().st_size for f in files) / 2**20:.2f} MiB ({len(files)} files)")
+    for run_dir in claim.run_dirs():
+        files = record_files(run_dir)
+        if not files:
+            print(f"{run_dir}: not ended (or no unit records): left")
+            continue
+        dest = kept(run_dir)
+        dest.mkdir(parents=True, exist_ok=True)
+        for f in files:
+            shutil.copy2(f, dest / f.name)
+        n += 1
+        print(f"{dest}: {sum(f.stat().st_size for f in files) / 2**20:.2f} MiB ({len(files)} files)")
     return 0 if n else 1
 
 
@@ -488,12 +486,10 @@ def restore(claim: Claim) -> list[Path]:
     import shutil
 
     out = []
-    for label in claim.runs:
-        for seed in range(1, claim.seeds + 1):
-            run_dir = claim.root / label / f"seed{seed}"
-            if kept(run_dir).is_dir() and not run_dir.exists():
-                shutil.copytree(kept(run_dir), run_dir)
-                out.append(run_dir)
+    for run_dir in claim.run_dirs():
+        if kept(run_dir).is_dir() and not run_dir.exists():
+            shutil.copytree(kept(run_dir), run_dir)
+            out.append(run_dir)
     return out
 
 
