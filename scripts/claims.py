@@ -460,7 +460,8 @@ def keep(claim: Claim) -> int:
     final evaluation, unit records; no checkpoints, ~0.3 MiB a PTB run) into ``results/runs/``, to be committed:
     run folders are git-ignored and a session that starts from a new checkout has none, so the runs a pending
     comparison needs (the LSTM of a claim whose LSTMNs still train) would have to be trained again. ``run`` puts
-    them back (:func:`restore`). 1 where no run of the claim has ended."""
+    them back (:func:`restore`); a run kept before holds only its present records after. 1 where no run of the
+    claim has ended."""
     import shutil
 
     from memread.training.loop import record_files
@@ -475,6 +476,8 @@ def keep(claim: Claim) -> int:
         dest.mkdir(parents=True, exist_ok=True)
         for f in files:
             shutil.copy2(f, dest / f.name)
+        for stale in set(dest.iterdir()) - {dest / f.name for f in files}:  # an earlier keep's, no longer the run's
+            stale.unlink()
         n += 1
         print(f"{dest}: {sum(f.stat().st_size for f in files) / 2**20:.2f} MiB ({len(files)} files)")
     return 0 if n else 1
@@ -558,6 +561,26 @@ def unpack(outs: list[Path], logs_to: Path | None = None) -> int:
     return 0
 
 
+def resumable(run_dirs: list[Path], limit_mib: float = 58) -> list[Path]:
+    """The files that carry each unfinished run of ``run_dirs`` to another machine (``resume_files``), run by run in
+    order while they fit ``limit_mib`` (a device call brings back 4 parts of 15 MiB beside the small files): what
+    ``gpu_checks.sh`` packs for ``CKPTS``. A run left behind is said on stderr."""
+    from memread.training.loop import resume_files
+
+    out: list[Path] = []
+    total = 0
+    for run_dir in run_dirs:
+        files = resume_files(run_dir)
+        size = sum(f.stat().st_size for f in files)
+        if files and total + size > limit_mib * 2**20:
+            print(f"{run_dir}: its checkpoints stay behind ({size / 2**20:.0f} MiB more than the {limit_mib:g} MiB "
+                  f"a call brings back)", file=sys.stderr)
+            continue
+        total += size
+        out += files
+    return out
+
+
 def only(claim: Claim, labels: list[str]) -> Claim:
     """The claim cut down to the runs ``labels`` and the comparisons between two of them (KeyError: not a run)."""
     runs = {label: claim.runs[label] for label in labels}
@@ -566,9 +589,10 @@ def only(claim: Claim, labels: list[str]) -> Claim:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("verb", choices=["list", "plan", "run", "status", "stage", "keep", "unpack"])
+    ap.add_argument("verb", choices=["list", "plan", "run", "status", "stage", "keep", "unpack",
+                                           "resumable"])
     ap.add_argument("claim", nargs="?", help=f"one of {', '.join(sorted(CLAIMS))}; unpack: the device calls' "
-                    "output folders")
+                    "output folders; resumable: run folders")
     ap.add_argument("more", nargs="*", help=argparse.SUPPRESS)
     ap.add_argument("--logs", type=Path, help="unpack: copy each call's logs into LOGS/CALL (e.g. results/gpu-s21)")
     ap.add_argument("--jobs", type=int, default=2, help="single-thread queues side by side (default 2)")
@@ -581,6 +605,9 @@ def main() -> int:
     ap.add_argument("--only", metavar="RUN[,RUN..]", help="these runs of the claim alone, and the comparisons "
                     "between them (e.g. the LSTM of a claim on a GPU, its LSTMNs on a CPU)")
     args = ap.parse_args()
+    if args.verb == "resumable":  # gpu_checks.sh's CKPTS: what to pack, a file a line
+        print(*resumable([Path(d) for d in [args.claim, *args.more] if d]), sep="\n")
+        return 0
     if args.verb != "unpack" and (args.more or args.claim not in (None, *CLAIMS)):
         ap.error(f"{args.verb}: one claim, one of {', '.join(sorted(CLAIMS))} (not {' '.join([args.claim, *args.more])})")
     extra = extra_overrides(args.set, args.device)

@@ -113,24 +113,8 @@ tar czf "$out/runs.tgz" logs $(find runs/claims -name metrics.jsonl -o -name fin
   -o -name vocab.json -o -name 'units-*.npz') 2>/dev/null
 [ ${#small[@]} -gt 0 ] && rm -f "${small[@]}"
 if [ -n "${CKPTS:-}" ]; then
-  # what each unfinished run needs to go on (memread.training.loop.resume_files, as `claims.py stage`)
-  ckpts=$($py - $CKPTS <<'EOF'
-import sys
-from pathlib import Path
-from memread.training.loop import resume_files
-total = 0
-for d in map(Path, sys.argv[1:]):
-    files = resume_files(d)
-    if not files:
-        continue
-    size = sum(f.stat().st_size for f in files)
-    if total + size > 58 * 2**20:  # four parts of 15 MiB at most beside three small files
-        print(f"{d}: its checkpoints stay behind ({size / 2**20:.0f} MiB more than the tool brings back)", file=sys.stderr)
-        continue
-    total += size
-    print(*files, sep="\n")
-EOF
-)
+  # what each unfinished run needs to go on (as `claims.py stage`), up to four parts of 15 MiB beside 3 small files
+  ckpts=$($py scripts/claims.py resumable $CKPTS)
   [ -n "$ckpts" ] && tar cf - $ckpts | split -b 15M - "$out/ckpt.tar.part-"
   stamp "checkpoints packed: $(echo $ckpts | wc -w)"
 fi

@@ -413,7 +413,8 @@ def test_the_gpu_script_brings_back_the_unfinished_runs_checkpoints_in_parts(tmp
     run_folder("killed-after-best", None, True, step=45)  # killed mid-epoch: the best is not the last
     (run_folder("stopped-early", "early", False) / "units-test.npz").write_bytes(b"units")  # final_evaluation's
     stub = tmp_path / "python"  # the helper that picks the checkpoints runs for real; the rest is stood in for
-    stub.write_text(f'#!/bin/sh\n[ "$1" = - ] && exec {sys.executable} "$@"\ncat > /dev/null\n')
+    stub.write_text(f'#!/bin/sh\n[ "$2" = resumable ] && shift && exec {sys.executable} {REPO}/scripts/claims.py "$@"'
+                    '\ncat > /dev/null\n')
     stub.chmod(0o755)
     out = tmp_path / "out"
     done = subprocess.run(["bash", str(REPO / "scripts" / "gpu_checks.sh"), str(out), "0.5", "x:1"], cwd=tmp_path,
@@ -437,6 +438,42 @@ def test_the_gpu_script_brings_back_the_unfinished_runs_checkpoints_in_parts(tmp
         # checkpoint
         assert {f"{c}/stopped-early/seed1/units-test.npz", f"{c}/stopped-early/seed1/vocab.json"} <= set(t.getnames())
         assert not [n for n in t.getnames() if n.endswith(".pt")]
+
+
+def test_resumable_lists_what_carries_each_unfinished_run_while_it_fits_what_a_call_brings_back(tmp_path, monkeypatch,
+                                                                                                    capsys):
+    """gpu_checks.sh's ``CKPTS`` packs ``claims.py resumable``'s files: each unfinished run's (as ``stage``), in
+    order, a run that would pass the limit left behind and said; an ended run has none."""
+    import json
+
+    import torch
+
+    from memread.training.checkpoint import FORMAT
+
+    monkeypatch.chdir(tmp_path)
+
+    def folder(name: str, finished: bool, stopped: str | None, pad: int) -> Path:
+        d = Path("runs") / name
+        d.mkdir(parents=True)
+        loop = {"global_step": 40, "finished": finished, "stopped": stopped}
+        torch.save({"format": FORMAT, "config": "{}", "vocab": "v", "model": {"w": torch.zeros(pad)}, "loop": loop},
+                   d / "checkpoint_last.pt")
+        (d / "checkpoint_best.pt").write_bytes(b"weights")
+        (d / "metrics.jsonl").write_text(json.dumps({"event": "valid", "step": 40, "best": True}) + "\n")
+        (d / "config.json").write_text("{}")
+        return d
+
+    a = folder("a", False, None, 2**18)  # 1 MiB
+    ended = folder("e", True, "early", 2**18)
+    b = folder("b", True, "max_minutes", 2**18)  # a time limit's stop goes on
+    small = folder("c", False, None, 16)
+    names = ["checkpoint_last.pt", "config.json", "metrics.jsonl"]  # the last is the best: no checkpoint_best
+    assert claims.resumable([a, ended, b, small], 1.5) == [a / n for n in names] + [small / n for n in names]
+    assert "runs/b: its checkpoints stay behind (1 MiB more than the 1.5 MiB" in capsys.readouterr().err
+    assert claims.resumable([a, ended, b, small]) == [d / n for d in (a, b, small) for n in names]
+    monkeypatch.setattr(sys, "argv", ["claims.py", "resumable", "runs/a", "runs/e"])
+    assert claims.main() == 0
+    assert capsys.readouterr().out.split() == [str(a / n) for n in names]
 
 
 def test_keep_commits_an_ended_runs_records_and_run_puts_them_back_in_a_new_checkout(tmp_path, monkeypatch, capsys):
@@ -481,6 +518,10 @@ def test_keep_commits_an_ended_runs_records_and_run_puts_them_back_in_a_new_chec
     assert sorted(p.name for p in kept.iterdir()) == ["config.json", "final.json", "metrics.jsonl", "units-test.npz",
                                                        "vocab.json"]  # no checkpoints
     assert not (tmp_path / "results/runs/claims/t/b").exists()
+    (kept / "units-valid.npz").write_bytes(b"an earlier ending's")  # kept again: only the run's present records
+    (ended / "metrics.jsonl").write_text((ended / "metrics.jsonl").read_text() * 2)
+    assert claims.keep(claim) == 0 and not (kept / "units-valid.npz").exists()
+    assert (kept / "metrics.jsonl").read_text() == (ended / "metrics.jsonl").read_text()
     # a new checkout: no runs/
     import shutil
 
