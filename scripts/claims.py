@@ -327,7 +327,7 @@ def run_status(run_dir: Path) -> str:
     unfinished and not running (its process died with a session), with its epochs and its best validation; or how
     it ended (``memread compare``'s budget words)."""
     from memread.tools.compare import STOPS, epochs_text, run_budget
-    from memread.training.loop import valid_records
+    from memread.training.loop import ENDED, valid_records
 
     if not (run_dir / "metrics.jsonl").is_file():
         return f"not here; kept in {kept(run_dir)} (`run` puts it back)" if kept(run_dir).is_dir() else "not started"
@@ -343,10 +343,37 @@ def run_status(run_dir: Path) -> str:
     budget = run_budget(run_dir)  # from its unit record where its checkpoints stayed on another machine
     stopped = budget and budget["stopped"]
     if not stopped:
-        return f"{_unfinished(run_dir)}: {seen}"
+        return f"{_unfinished(run_dir)}: {seen}{_time_left(run_dir, valid[-1])}"
     elsewhere = "" if (run_dir / "checkpoint_last.pt").is_file() else "; trained elsewhere, compared from its records"
     how = STOPS.get(stopped, stopped) + (", still improving" if budget["improving"] else "")
-    return f"done ({how}): {seen}{elsewhere}"
+    goes_on = "" if stopped in ENDED else _time_left(run_dir, valid[-1])  # a time limit's stop: `run` goes on
+    return f"done ({how}): {seen}{elsewhere}{goes_on}"
+
+
+def _time_left(run_dir: Path, last_valid: dict, window: int = 5) -> str:
+    """How long an unfinished run needs at most, to its epoch cap (an early stop can come sooner), at the training
+    speed of its last ``window`` logs (this machine's, after a resume; validations not counted): ``"; 27 epochs to
+    its cap of 40 at ~11 min an epoch: ~5.0 h"``, or "" where the folder cannot tell (no config, or no logs that
+    count their tokens: the language models' do)."""
+    import json
+
+    from memread.tools.compare import epochs_text
+    from memread.training.loop import MetricsLog
+
+    try:
+        cap = int(json.loads((run_dir / "config.json").read_text())["train"]["epochs"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return ""
+    logs = [r for r in MetricsLog(run_dir / "metrics.jsonl").events()
+            if r.get("event") == "train" and r.get("tokens_per_s") and r.get("train_tokens")][-window - 1:]
+    done, step = last_valid.get("epochs_done") or 0, last_valid.get("step") or 0
+    if len(logs) < 2 or done <= 0 or step <= 0 or cap <= done or logs[-1]["step"] <= logs[0]["step"]:
+        return ""
+    tokens = sum(r["train_tokens"] for r in logs[1:])  # each log's tokens since the one before
+    seconds = sum(r["train_tokens"] / r["tokens_per_s"] for r in logs[1:])
+    epoch_s = step / done * tokens / (logs[-1]["step"] - logs[0]["step"]) / (tokens / seconds)
+    return (f"; {epochs_text(cap - done)} epochs to its cap of {cap} at ~{epoch_s / 60:.0f} min an epoch: "
+            f"~{(cap - done) * epoch_s / 3600:.1f} h")
 
 
 def _unfinished(run_dir: Path) -> str:

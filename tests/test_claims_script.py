@@ -440,6 +440,39 @@ def test_the_gpu_script_brings_back_the_unfinished_runs_checkpoints_in_parts(tmp
         assert not [n for n in t.getnames() if n.endswith(".pt")]
 
 
+def test_status_says_how_long_an_unfinished_run_needs_to_its_cap_at_its_last_logs_speed(tmp_path, monkeypatch):
+    """A run that has not ended: the epochs left to its cap and the hours they take at the training speed of its
+    last logs (token-weighted, each log's tokens since the one before; a short log at an epoch's end counts for
+    its tokens alone); a time limit's stop (it goes on) too, an ended run not."""
+    import json
+
+    monkeypatch.chdir(tmp_path)
+    d = tmp_path / "runs/c/seed1"
+    _folder(d, Path(__file__).parents[1] / "configs/ptb/lstmn.toml", ["train.epochs=100", "train.log_every=100"],
+            {"stopped": None, "finished": False, "global_step": 250})
+    logs = [{"event": "train", "step": 50, "train_tokens": 70000.0, "tokens_per_s": 1.0},  # before the window
+            {"event": "valid", "step": 100, "epochs_done": 2.0, "ppl": 150.0, "selection_metric": "ppl", "best": True},
+            {"event": "train", "step": 100, "train_tokens": 70000.0, "tokens_per_s": 1000.0},  # 50 steps in 70 s
+            {"event": "train", "step": 200, "train_tokens": 140000.0, "tokens_per_s": 500.0},  # 100 steps in 280 s
+            {"event": "train", "step": 250, "train_tokens": 70000.0, "tokens_per_s": 1000.0}]  # 50 in 70 s
+    (d / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in logs))
+    # 200 steps in 420 s: 2.1 s a step, 50 steps an epoch: 105 s an epoch, 98 epochs left: 2.86 h
+    assert claims._time_left(d, logs[1]) == "; 98 epochs to its cap of 100 at ~2 min an epoch: ~2.9 h"
+    assert claims._time_left(d, logs[1], window=1) == "; 98 epochs to its cap of 100 at ~1 min an epoch: ~1.9 h"
+    assert claims.run_status(d).endswith("; 98 epochs to its cap of 100 at ~2 min an epoch: ~2.9 h")
+    assert claims._time_left(d, {**logs[1], "epochs_done": 100.0}) == ""  # at its cap
+    import torch
+
+    from memread.training.checkpoint import FORMAT
+
+    for stopped, says in (("max_minutes", True), ("early", False)):
+        torch.save({"format": FORMAT, "config": "{}", "vocab": "v", "model": {},
+                    "loop": {"stopped": stopped, "finished": True, "global_step": 250}}, d / "checkpoint_last.pt")
+        assert claims.run_status(d).startswith("done (") and claims.run_status(d).endswith("~2.9 h") == says
+    (d / "metrics.jsonl").write_text(json.dumps(logs[1]) + "\n")
+    assert claims._time_left(d, logs[1]) == ""  # no training log yet
+
+
 def test_resumable_lists_what_carries_each_unfinished_run_while_it_fits_what_a_call_brings_back(tmp_path, monkeypatch,
                                                                                                     capsys):
     """gpu_checks.sh's ``CKPTS`` packs ``claims.py resumable``'s files: each unfinished run's (as ``stage``), in
