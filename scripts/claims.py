@@ -371,9 +371,8 @@ def _time_left(run_dir: Path, last_valid: dict, window: int = 5) -> str:
     done, step = last_valid.get("epochs_done") or 0, last_valid.get("step") or 0
     if len(logs) < 2 or done <= 0 or step <= 0 or cap <= done or logs[-1]["step"] <= logs[0]["step"]:
         return ""
-    tokens = sum(r["train_tokens"] for r in logs[1:])  # each log's tokens since the one before
-    seconds = sum(r["train_tokens"] / r["tokens_per_s"] for r in logs[1:])
-    epoch_s = step / done * tokens / (logs[-1]["step"] - logs[0]["step"]) / (tokens / seconds)
+    seconds = sum(r["train_tokens"] / r["tokens_per_s"] for r in logs[1:])  # each log's since the one before
+    epoch_s = step / done * seconds / (logs[-1]["step"] - logs[0]["step"])  # steps an epoch x seconds a step
     return (f"; {epochs_text(cap - done)} epochs to its cap of {cap} at ~{epoch_s / 60:.0f} min an epoch: "
             f"~{(cap - done) * epoch_s / 3600:.1f} h")
 
@@ -618,8 +617,7 @@ def only(claim: Claim, labels: list[str]) -> Claim:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("verb", choices=["list", "plan", "run", "status", "stage", "keep", "unpack",
-                                           "resumable"])
+    ap.add_argument("verb", choices=["list", "plan", "run", "status", "stage", "keep", "unpack", "resumable"])
     ap.add_argument("claim", nargs="?", help=f"one of {', '.join(sorted(CLAIMS))}; unpack: the device calls' "
                     "output folders; resumable: run folders")
     ap.add_argument("more", nargs="*", help=argparse.SUPPRESS)
