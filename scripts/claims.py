@@ -355,8 +355,8 @@ def run_status(run_dir: Path) -> str:
 def _time_left(run_dir: Path, last_valid: dict, window: int = 5) -> str:
     """How long an unfinished run needs at most, to its epoch cap (an early stop can come sooner), at the training
     speed of its last ``window`` logs (this machine's, after a resume; validations not counted): ``"; 27 epochs to
-    its cap of 40 at ~11 min an epoch: ~5.0 h"``, or "" where the folder cannot tell (no config, or no logs that
-    count their tokens: the language models' do)."""
+    its cap of 40 at ~11 min an epoch: ~5.0 h"``, or "" where the folder cannot tell (no config, or only logs from
+    before train logs wrote their seconds that do not count their tokens either: a cloze or classification run's)."""
     import json
 
     from memread.tools.compare import epochs_text
@@ -366,15 +366,26 @@ def _time_left(run_dir: Path, last_valid: dict, window: int = 5) -> str:
         cap = int(json.loads((run_dir / "config.json").read_text())["train"]["epochs"])
     except (OSError, ValueError, KeyError, TypeError):
         return ""
-    logs = [r for r in MetricsLog(run_dir / "metrics.jsonl").events()
-            if r.get("event") == "train" and r.get("tokens_per_s") and r.get("train_tokens")][-window - 1:]
+    logs = [(r["step"], _log_seconds(r)) for r in MetricsLog(run_dir / "metrics.jsonl").events()
+            if r.get("event") == "train"]
+    logs = [(step, s) for step, s in logs if s is not None][-window - 1:]
     done, step = last_valid.get("epochs_done") or 0, last_valid.get("step") or 0
-    if len(logs) < 2 or done <= 0 or step <= 0 or cap <= done or logs[-1]["step"] <= logs[0]["step"]:
+    if len(logs) < 2 or done <= 0 or step <= 0 or cap <= done or logs[-1][0] <= logs[0][0]:
         return ""
-    seconds = sum(r["train_tokens"] / r["tokens_per_s"] for r in logs[1:])  # each log's since the one before
-    epoch_s = step / done * seconds / (logs[-1]["step"] - logs[0]["step"])  # steps an epoch x seconds a step
+    seconds = sum(s for _, s in logs[1:])  # each log's since the one before
+    epoch_s = step / done * seconds / (logs[-1][0] - logs[0][0])  # steps an epoch x seconds a step
     return (f"; {epochs_text(cap - done)} epochs to its cap of {cap} at ~{epoch_s / 60:.0f} min an epoch: "
             f"~{(cap - done) * epoch_s / 3600:.1f} h")
+
+
+def _log_seconds(record: dict) -> float | None:
+    """The seconds a train log trained since the one before: its ``seconds``, or in logs from before they were
+    written, its tokens over its speed (only the language models' logs count their tokens)."""
+    if record.get("seconds"):
+        return float(record["seconds"])
+    if record.get("tokens_per_s") and record.get("train_tokens"):
+        return record["train_tokens"] / record["tokens_per_s"]
+    return None
 
 
 def _unfinished(run_dir: Path) -> str:

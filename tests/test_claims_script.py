@@ -473,6 +473,29 @@ def test_status_says_how_long_an_unfinished_run_needs_to_its_cap_at_its_last_log
     assert claims._time_left(d, logs[1]) == ""  # no training log yet
 
 
+def test_status_times_a_run_whose_logs_count_no_tokens_by_their_seconds(tmp_path, monkeypatch):
+    """A cloze or classification run's train logs count no ``train_tokens``: their ``seconds`` (each log's since the
+    one before) time it; where a log has both, its seconds win; logs with neither leave it untimed."""
+    import json
+
+    monkeypatch.chdir(tmp_path)
+    d = tmp_path / "runs/c/seed1"
+    _folder(d, Path(__file__).parents[1] / "configs/babi/iaa.toml", ["train.epochs=20"],
+            {"stopped": None, "finished": False, "global_step": 300})
+    valid = {"event": "valid", "step": 300, "epochs_done": 3.0, "accuracy": 0.8, "selection_metric": "accuracy",
+             "best": True}
+    logs = [{"event": "train", "step": 100, "tokens_per_s": 9.0, "seconds": 50.0},
+            {"event": "train", "step": 200, "tokens_per_s": 9.0, "seconds": 60.0, "train_tokens": 9.0},  # 1 s if tokens
+            {"event": "train", "step": 300, "tokens_per_s": 9.0, "seconds": 60.0}, valid]
+    (d / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in logs))
+    # 200 steps in 120 s, 100 steps an epoch: 60 s an epoch, 17 epochs left: 0.28 h
+    assert claims._time_left(d, valid) == "; 17 epochs to its cap of 20 at ~1 min an epoch: ~0.3 h"
+    for r in logs[:3]:
+        r.pop("seconds")
+    (d / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in logs))
+    assert claims._time_left(d, valid) == ""  # one log that times itself is not two
+
+
 def test_resumable_lists_what_carries_each_unfinished_run_while_it_fits_what_a_call_brings_back(tmp_path, monkeypatch,
                                                                                                     capsys):
     """gpu_checks.sh's ``CKPTS`` packs ``claims.py resumable``'s files: each unfinished run's (as ``stage``), in

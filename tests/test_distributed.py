@@ -87,8 +87,8 @@ def same_records(a: list[dict], b: list[dict], rel: float) -> None:
     assert [r["step"] for r in a] == [r["step"] for r in b]
     for x, y in zip(a, b):
         for k, v in x.items():
-            if k == "tokens_per_s" or not isinstance(v, float):
-                assert k == "tokens_per_s" or v == y[k], (k, x, y)
+            if k in ("tokens_per_s", "seconds") or not isinstance(v, float):
+                assert k in ("tokens_per_s", "seconds") or v == y[k], (k, x, y)
                 continue
             assert v == pytest.approx(y[k], rel=rel, abs=1e-9), (k, x["step"], v, y[k])
 

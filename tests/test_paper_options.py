@@ -282,6 +282,7 @@ def test_a_tiny_stories_run_trains_with_the_papers_objective(tmp_path):
     records = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
     losses = [r["loss"] for r in records if r["event"] == "train"]
     assert len(losses) == 60
+    assert all(r["seconds"] > 0 for r in records if r["event"] == "train")  # what `claims.py status` times it by
     first, last = sum(losses[:10]) / 10, sum(losses[-10:]) / 10
     print(f"train loss {first:.3f} -> {last:.3f}")
     assert last < 0.7 * first, (first, last)

@@ -543,7 +543,7 @@ class Trainer:
         metrics = self.criterion.summarize(sums)
         record = {"event": "train", "step": self.global_step, "epoch": self.epoch,
                   "loss": r["loss_sum"] / r["loss_n"], **{f"train_{k}": v for k, v in metrics.items()},
-                  "lr": self.lr, "tokens_per_s": tokens / seconds}
+                  "lr": self.lr, "tokens_per_s": tokens / seconds, "seconds": seconds}  # trained since the last
         self.log.write(record)
         shown = self.criterion.selection_metric
         bar.set_postfix({"nll": f"{metrics['nll']:.3f}", shown: f"{metrics[shown]:.3f}",
