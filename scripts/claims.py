@@ -4,7 +4,7 @@ the paired comparisons that decide it: one command starts a claim's runs on both
     python scripts/claims.py list                       every claim: rows, seeds, estimated core-minutes
     python scripts/claims.py plan wikiqa [--jobs 2]     the shell commands a run would execute
     python scripts/claims.py status [wikiqa]            where each run stands: epochs, best valid, how it ended,
-                                                        and an unfinished LM's hours to its epoch cap
+                                                        and an unfinished run's hours to its epoch cap
     python scripts/claims.py stage CLAIM [--only RUN,..] [--to .carry]   unfinished runs, slim, for a GPU call
     python scripts/claims.py keep CLAIM [--only RUN,..]   ended runs' records into results/runs/, to commit
     python scripts/claims.py unpack OUT1 [OUT2 ..] [--logs results/gpu-sNN]   device calls' runs into runs/
