@@ -16,6 +16,7 @@ import torch
 import torch.distributed as dist
 
 from conftest import FIXTURES, subprocess_env
+from memread.training.loop import WALL_CLOCK_KEYS
 
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(not dist.is_available() or not dist.is_gloo_available(),
                                                    reason="torch.distributed with gloo is not available here")]
@@ -87,8 +88,8 @@ def same_records(a: list[dict], b: list[dict], rel: float) -> None:
     assert [r["step"] for r in a] == [r["step"] for r in b]
     for x, y in zip(a, b):
         for k, v in x.items():
-            if k in ("tokens_per_s", "seconds") or not isinstance(v, float):
-                assert k in ("tokens_per_s", "seconds") or v == y[k], (k, x, y)
+            if k in WALL_CLOCK_KEYS or not isinstance(v, float):
+                assert k in WALL_CLOCK_KEYS or v == y[k], (k, x, y)
                 continue
             assert v == pytest.approx(y[k], rel=rel, abs=1e-9), (k, x["step"], v, y[k])
 

@@ -38,6 +38,8 @@ from memread.training.units import recorded_loop
 AMP_DTYPES = {"32": None, "bf16-mixed": torch.bfloat16, "16-mixed": torch.float16}
 # under torchrun, the steps between two asks of process 0's clock for train.max_minutes (each ask is a collective)
 TIME_CHECK_EVERY = 16
+# the keys of a train log that time it: they differ between two runs whose logs are otherwise equal
+WALL_CLOCK_KEYS = ("tokens_per_s", "seconds")
 
 
 def autocast(device: torch.device, precision: str):
@@ -543,7 +545,7 @@ class Trainer:
         metrics = self.criterion.summarize(sums)
         record = {"event": "train", "step": self.global_step, "epoch": self.epoch,
                   "loss": r["loss_sum"] / r["loss_n"], **{f"train_{k}": v for k, v in metrics.items()},
-                  "lr": self.lr, "tokens_per_s": tokens / seconds, "seconds": seconds}  # trained since the last
+                  "lr": self.lr, "tokens_per_s": tokens / seconds, "seconds": seconds}  # seconds: since the last log
         self.log.write(record)
         shown = self.criterion.selection_metric
         bar.set_postfix({"nll": f"{metrics['nll']:.3f}", shown: f"{metrics[shown]:.3f}",
