@@ -504,6 +504,7 @@ def keep(claim: Claim) -> int:
     import shutil
 
     from memread.training.loop import record_files
+    from memread.training.units import copy_record
 
     n = 0
     for run_dir in claim.run_dirs():
@@ -514,11 +515,14 @@ def keep(claim: Claim) -> int:
         dest = kept(run_dir)
         dest.mkdir(parents=True, exist_ok=True)
         for f in files:
-            shutil.copy2(f, dest / f.name)
+            if f.suffix == ".npz":  # unit records, deflated (a run trained before memread deflated them)
+                copy_record(f, dest / f.name)
+            else:
+                shutil.copy2(f, dest / f.name)
         for stale in set(dest.iterdir()) - {dest / f.name for f in files}:  # an earlier keep's, no longer the run's
             stale.unlink()
         n += 1
-        print(f"{dest}: {sum(f.stat().st_size for f in files) / 2**20:.2f} MiB ({len(files)} files)")
+        print(f"{dest}: {sum((dest / f.name).stat().st_size for f in files) / 2**20:.2f} MiB ({len(files)} files)")
     return 0 if n else 1
 
 

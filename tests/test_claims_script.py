@@ -578,6 +578,19 @@ def test_keep_commits_an_ended_runs_records_and_run_puts_them_back_in_a_new_chec
     (ended / "metrics.jsonl").write_text((ended / "metrics.jsonl").read_text() * 2)
     assert claims.keep(claim) == 0 and not (kept / "units-valid.npz").exists()
     assert (kept / "metrics.jsonl").read_text() == (ended / "metrics.jsonl").read_text()
+    # a unit record written before memread deflated them is kept deflated, the same arrays
+    import zipfile
+
+    with np.load(ended / "units-test.npz") as z:
+        arrays = {k: z[k] for k in z.files}
+    np.savez(ended / "units-test.npz", **arrays)
+    with zipfile.ZipFile(ended / "units-test.npz") as z:
+        assert {i.compress_type for i in z.infolist()} == {zipfile.ZIP_STORED}
+    assert claims.keep(claim) == 0
+    with zipfile.ZipFile(kept / "units-test.npz") as z:
+        assert {i.compress_type for i in z.infolist()} == {zipfile.ZIP_DEFLATED}
+    with np.load(kept / "units-test.npz") as z:
+        assert sorted(z.files) == sorted(arrays) and all(np.array_equal(z[k], arrays[k]) for k in arrays)
     # a new checkout: no runs/
     import shutil
 

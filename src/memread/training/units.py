@@ -11,7 +11,8 @@ A record says which checkpoint it measured (``checkpoint``: best or last, and th
 which batch size and precision (units are the batches' rows: a different batch size makes different units),
 and the loop state of the run's ``checkpoint_last.pt`` when it was written (how the training ended, what it
 cost). :func:`read_units` gives it back only while it still describes the run: the checkpoint it measured is
-the one in the folder, or is no longer there. Written atomically; read with ``allow_pickle=False``.
+the one in the folder, or is no longer there. Written atomically and deflated (a bAbI record's 9,000 x 21
+statistics, mostly 0 and 1: 58 KB instead of 1.5 MB); read with ``allow_pickle=False``.
 """
 
 from __future__ import annotations
@@ -80,11 +81,24 @@ def save_units(run_dir: Path, split: str, batches: list[dict[str, np.ndarray]], 
     meta = {"format": FORMAT, "split": split, "checkpoint": checkpoint,
             "sha256": file_sha256(run_dir / f"checkpoint_{checkpoint}.pt"), "batch_size": int(batch_size),
             "precision": str(precision), "loop": {k: loop.get(k) for k in LOOP_KEYS if k in loop}}
-    buf = io.BytesIO()
-    np.savez(buf, keys=np.array(keys, dtype=np.str_), values=values, meta=np.array(json.dumps(meta)))
     path = record_path(run_dir, split)
-    write_bytes_atomically(path, buf.getvalue())
+    _write(path, {"keys": np.array(keys, dtype=np.str_), "values": values, "meta": np.array(json.dumps(meta))})
     return path
+
+
+def _write(path: Path, arrays: dict[str, np.ndarray]) -> None:
+    buf = io.BytesIO()
+    np.savez_compressed(buf, **arrays)
+    write_bytes_atomically(path, buf.getvalue())
+
+
+def copy_record(src: Path, dest: Path) -> None:
+    """Copy the unit record ``src`` to ``dest`` deflated, whatever wrote it (records from before memread deflated
+    them are ~25 times larger); the same arrays, so the copy reads back as ``src`` does."""
+    load_record(src)  # a broken record is named, not copied
+    with np.load(src, allow_pickle=False) as z:
+        arrays = {k: z[k] for k in z.files}
+    _write(dest, arrays)
 
 
 def load_record(path: Path) -> tuple[dict[str, Any], tuple[str, ...], np.ndarray]:
