@@ -82,23 +82,20 @@ def save_units(run_dir: Path, split: str, batches: list[dict[str, np.ndarray]], 
             "sha256": file_sha256(run_dir / f"checkpoint_{checkpoint}.pt"), "batch_size": int(batch_size),
             "precision": str(precision), "loop": {k: loop.get(k) for k in LOOP_KEYS if k in loop}}
     path = record_path(run_dir, split)
-    _write(path, {"keys": np.array(keys, dtype=np.str_), "values": values, "meta": np.array(json.dumps(meta))})
+    _write(path, meta, keys, values)
     return path
 
 
-def _write(path: Path, arrays: dict[str, np.ndarray]) -> None:
+def _write(path: Path, meta: dict[str, Any], keys: tuple[str, ...], values: np.ndarray) -> None:
     buf = io.BytesIO()
-    np.savez_compressed(buf, **arrays)
+    np.savez_compressed(buf, keys=np.array(keys, dtype=np.str_), values=values, meta=np.array(json.dumps(meta)))
     write_bytes_atomically(path, buf.getvalue())
 
 
 def copy_record(src: Path, dest: Path) -> None:
     """Copy the unit record ``src`` to ``dest`` deflated, whatever wrote it (records from before memread deflated
-    them are ~25 times larger); the same arrays, so the copy reads back as ``src`` does."""
-    load_record(src)  # a broken record is named, not copied
-    with np.load(src, allow_pickle=False) as z:
-        arrays = {k: z[k] for k in z.files}
-    _write(dest, arrays)
+    them are ~25 times larger); a broken record is named, not copied."""
+    _write(dest, *load_record(src))
 
 
 def load_record(path: Path) -> tuple[dict[str, Any], tuple[str, ...], np.ndarray]:
