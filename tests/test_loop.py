@@ -437,3 +437,66 @@ def test_an_lstm_lm_trains_and_evaluates_under_bf16_mixed_on_any_cpu(tmp_path):
     train, valid = records(tmp_path / "run", "train"), records(tmp_path / "run", "valid")
     assert train and valid and all(math.isfinite(r["loss"]) for r in train) and math.isfinite(valid[-1]["ppl"])
     assert torch.backends.mkldnn.enabled  # left as it was
+
+
+def test_a_pause_by_sigtstp_is_taken_out_of_a_runs_seconds(tmp_path):
+    """fit() counts a pause given with SIGTSTP out of ``seconds_trained`` (and the train logs' seconds), and gives
+    the signal back as it found it. The pause is a stand-in here (a sleep, not a stop): the real stop is below."""
+    from memread.training.clock import PausableClock
+
+    def unaccounted(signum, frame):  # what the test process does with SIGTSTP when fit() does not take it
+        time.sleep(0.8)
+
+    previous = signal.signal(signal.SIGTSTP, unaccounted)
+    try:
+        with start_run(lm_config(max_steps=6, batch_size=8, log_every=1), tmp_path / "run", tmp_path) as trainer:
+            trainer.clock = PausableClock(stop=lambda: time.sleep(0.8))
+            step = trainer.train_step
+
+            def pausing_step(batch):
+                if trainer.global_step == 3:
+                    signal.raise_signal(signal.SIGTSTP)
+                return step(batch)
+
+            trainer.train_step = pausing_step
+            t0 = time.perf_counter()
+            trainer.fit()
+            wall = time.perf_counter() - t0
+        assert signal.getsignal(signal.SIGTSTP) is unaccounted  # given back
+    finally:
+        signal.signal(signal.SIGTSTP, previous)
+    assert trainer.clock.paused_s >= 0.8
+    seconds = load_checkpoint(tmp_path / "run" / "checkpoint_last.pt")["loop"]["seconds_trained"]
+    assert 0 < seconds <= wall - 0.8
+    assert sum(r["seconds"] for r in records(tmp_path / "run", "train")) <= wall - 0.8
+
+
+@pytest.mark.skipif(not hasattr(signal, "SIGTSTP") or not Path("/proc/self/stat").exists(), reason="Linux signals")
+def test_the_clock_stops_the_process_on_sigtstp_and_leaves_the_pause_out():
+    child = """
+import time
+from memread.training.clock import PausableClock
+clock = PausableClock()
+with clock.counting_pauses():
+    c0, w0 = clock(), time.perf_counter()
+    print("ready", flush=True)
+    while time.perf_counter() - w0 < 3.0:
+        time.sleep(0.01)
+    print(time.perf_counter() - w0, clock() - c0, flush=True)
+"""
+    proc = subprocess.Popen([sys.executable, "-c", child], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=subprocess_env())
+    try:
+        assert proc.stdout.readline().strip() == "ready"
+        proc.send_signal(signal.SIGTSTP)
+        time.sleep(0.5)
+        state = Path(f"/proc/{proc.pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        assert state == "T"  # stopped, as SIGSTOP stops it
+        time.sleep(1.0)
+        proc.send_signal(signal.SIGCONT)
+        wall, clock = map(float, proc.stdout.readline().split())
+        assert proc.wait(timeout=30) == 0
+    finally:
+        proc.kill()
+    assert 1.3 <= wall - clock <= 2.5, (wall, clock)  # the 1.5 s it was stopped, out of the clock
+    assert "paused" in proc.stderr.read()

@@ -12,7 +12,8 @@ copied by hand (``tests/test_bench_suite.py`` fails when either is stale). Two c
 ``benchmarks/`` instead of ``memread bench``: the kvp and IAA margins against their ceilings.
 
 Both verbs work in the current folder, the repository's root (``run.sh`` goes there). Run it on an
-otherwise idle machine (pause training runs with SIGSTOP): ratios are measured in one
+otherwise idle machine (pause training runs with ``kill -TSTP``, which keeps
+the pause out of their seconds; ``-STOP`` counts it): ratios are measured in one
 process, but a busy machine still skews them.
 """
 

@@ -15,7 +15,6 @@ from __future__ import annotations
 import json
 import math
 import sys
-import time
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
@@ -29,6 +28,7 @@ from memread.errors import MemreadError
 from memread.modules.precision import autocast as precision_autocast
 from memread.readers.base import detach_state, flatten_state, state_structure, unflatten_state
 from memread.training.checkpoint import load_checkpoint, save_checkpoint, write_text_atomically
+from memread.training.clock import PausableClock
 from memread.training.distributed import (Placement, combine_loss, gather, on_main, resolve_device, rng_state,
                                           set_rng_state, sum_over_processes, to_device)
 from memread.training.optim import PlateauSchedule, build_optimizer
@@ -248,6 +248,7 @@ class Trainer:
         # finished on a CPU); None where a checkpoint from before they were split began the run
         self.seconds_by_device: dict[str, float] | None = {}
         self.running = self._fresh_running()  # sums since the last train record (saved: a resume logs the same)
+        self.clock = PausableClock()  # wall seconds less SIGTSTP pauses: what the run's seconds count
         self.log = MetricsLog(self.run_dir / "metrics.jsonl", T.tensorboard, enabled=self.where.main)
         self._config_pending = payload is not None and payload["config"] != cfg.to_json()
         if payload is not None:
@@ -407,10 +408,10 @@ class Trainer:
         return {**self.seconds_by_device, kind: self.seconds_by_device.get(kind, 0.0) + self._since_fit()}
 
     def _since_fit(self) -> float:
-        return time.perf_counter() - self._fit_t0 if getattr(self, "_fit_t0", None) is not None else 0.0
+        return self.clock() - self._fit_t0 if getattr(self, "_fit_t0", None) is not None else 0.0
 
     def _since_resume(self) -> float:
-        return time.perf_counter() - self._t0 if getattr(self, "_t0", None) is not None else 0.0
+        return self.clock() - self._t0 if getattr(self, "_t0", None) is not None else 0.0
 
     def _kept(self) -> str:
         """What a stopped run keeps, said honestly."""
@@ -551,7 +552,7 @@ class Trainer:
         bar.set_postfix({"nll": f"{metrics['nll']:.3f}", shown: f"{metrics[shown]:.3f}",
                          "tok/s": f"{record['tokens_per_s']:.0f}", "lr": f"{self.lr:.3g}"})
         self.running = self._fresh_running()
-        self._t0 = time.perf_counter()
+        self._t0 = self.clock()
 
     def _out_of_time(self) -> bool:
         """Whether this process has trained ``max_minutes``. Under torchrun process 0's clock decides for all, asked
@@ -561,7 +562,7 @@ class Trainer:
             return False
         if self.where.distributed and self.global_step % TIME_CHECK_EVERY:
             return False
-        late = time.perf_counter() - self._fit_t0 >= 60.0 * T.max_minutes
+        late = self.clock() - self._fit_t0 >= 60.0 * T.max_minutes
         if self.where.distributed:
             flag = torch.tensor([float(late)], device=self.device)
             torch.distributed.broadcast(flag, src=0)
@@ -569,8 +570,14 @@ class Trainer:
         return late
 
     def fit(self) -> None:
+        """Train until the run is finished: its epochs, ``max_steps`` or ``max_minutes`` are spent, or it stopped
+        early. A pause given with ``kill -TSTP`` (not ``-STOP``) is not counted in its seconds (:mod:`.clock`)."""
+        with self.clock.counting_pauses():
+            self._fit()
+
+    def _fit(self) -> None:
         T = self.cfg.train
-        self._t0 = self._fit_t0 = time.perf_counter()
+        self._t0 = self._fit_t0 = self.clock()
         while not self.finished and self.epoch < T.epochs:
             batches = self.task.batches("train", T.batch_size, self.epoch, T.seed)
             if self.where.distributed:  # this process's share of each batch: together, the batch of one process
