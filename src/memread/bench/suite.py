@@ -12,9 +12,9 @@ copied by hand (``tests/test_bench_suite.py`` fails when either is stale). Two c
 ``benchmarks/`` instead of ``memread bench``: the kvp and IAA margins against their ceilings.
 
 Both verbs work in the current folder, the repository's root (``run.sh`` goes there). Run it on an
-otherwise idle machine (pause training runs with ``kill -TSTP``, which keeps
-the pause out of their seconds; ``-STOP`` counts it): ratios are measured in one
-process, but a busy machine still skews them.
+otherwise idle machine (pause training runs with ``kill -TSTP``, which leaves the pause out of
+their seconds; ``-STOP`` counts it): ratios are measured in one process, but a busy machine
+still skews them.
 """
 
 from __future__ import annotations
