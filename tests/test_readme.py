@@ -27,6 +27,16 @@ def test_ci_runs_the_readme_test_command_verbatim():
     assert install_test in ci_lines
 
 
+def test_the_suite_runs_on_every_core():
+    """CI has two cores and the tests one thread each: pytest-xdist runs the suite in ~11 minutes there (one process: ~21-24)."""
+    import tomllib
+
+    _, install_test = readme_commands()
+    assert install_test.endswith("python -m pytest -q -n auto")
+    extras = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["optional-dependencies"]["test"]
+    assert any(dep.startswith("pytest-xdist") for dep in extras)
+
+
 def test_the_experiment_file_example_loads(tmp_path):
     from memread.config import load_experiment
 
