@@ -28,7 +28,8 @@ def test_ci_runs_the_readme_test_command_verbatim():
 
 
 def test_the_suite_runs_on_every_core():
-    """CI has two cores and the tests one thread each: pytest-xdist runs the suite in ~11 minutes there (one process: ~21-24)."""
+    """CI has two cores and the tests one thread each: pytest-xdist runs the suite in ~11 minutes there
+    (one process: ~21-24)."""
     import tomllib
 
     _, install_test = readme_commands()
