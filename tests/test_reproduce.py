@@ -17,6 +17,7 @@ from memread.config import load_experiment
 from memread.tools import reproduce
 from memread.tools.reproduce import Recorded, Row, best_recorded, render_markdown, verdict
 from memread.training.checkpoint import loop_state
+from test_faults import TINY  # the tiny stories LM every fault test trains
 
 REPO = Path(__file__).parent.parent
 RESULTS = REPO / "results" / "results.jsonl"
@@ -165,25 +166,6 @@ def test_best_recorded_picks_the_best_line_of_the_row():
 
 # ----------------------------------------------------------------------------- memread reproduce ROW_ID
 
-TINY = """
-[data]
-name = "stories-text"
-stories = 300
-bptt = 12
-[head]
-name = "lm"
-emb = 24
-[reader]
-name = "lstm"
-hidden = 32
-[train]
-optimizer = "sgd"
-lr = 0.5
-batch_size = 8
-epochs = 1
-log_every = 5
-progress = false
-"""
 
 
 @pytest.fixture
