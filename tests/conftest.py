@@ -1,6 +1,7 @@
 """Shared fixtures. Real-data tests read ``$MEMREAD_DATA`` (CI sets it to ../shared/data) and skip,
 saying what is missing, when it is not there. The suite runs in parallel processes (pytest-xdist, ``-n auto``):
-a test writes only under its ``tmp_path`` and sets environment variables with ``monkeypatch``."""
+a test writes only under its ``tmp_path`` (torch's extension cache aside: torch locks it while it builds) and
+sets environment variables with ``monkeypatch``."""
 
 from __future__ import annotations
 
