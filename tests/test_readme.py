@@ -1,6 +1,7 @@
 """The README's two set-up commands, and CI running the second one verbatim."""
 
 import re
+import tomllib
 
 import pytest
 from pathlib import Path
@@ -28,10 +29,8 @@ def test_ci_runs_the_readme_test_command_verbatim():
 
 
 def test_the_suite_runs_on_every_core():
-    """CI has two cores and the tests one thread each: pytest-xdist runs the suite in ~11 minutes there
+    """CI has two cores and the tests one thread each: pytest-xdist runs the suite in ~11-12 minutes there
     (one process: ~21-24)."""
-    import tomllib
-
     _, install_test = readme_commands()
     assert install_test.endswith("python -m pytest -q -n auto")
     extras = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["optional-dependencies"]["test"]

@@ -167,7 +167,6 @@ def test_best_recorded_picks_the_best_line_of_the_row():
 # ----------------------------------------------------------------------------- memread reproduce ROW_ID
 
 
-
 @pytest.fixture
 def tiny(tmp_path, monkeypatch):
     """Two test-only rows (test and valid perplexity of one tiny built-in-data config) added to the table, a
