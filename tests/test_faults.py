@@ -180,6 +180,56 @@ def test_two_train_processes_on_one_folder_write_one_log(config, tmp_path):
     assert steps == list(range(1, 31))  # each record once, in order
 
 
+KILLED_WHILE_SAVING = """
+import sys, time
+from memread import cli
+from memread.training import checkpoint
+real_save, real_mkstemp, temps = checkpoint.torch.save, checkpoint.tempfile.mkstemp, []
+
+def mkstemp(**kw):
+    fd, name = real_mkstemp(**kw)
+    temps.append(name)
+    return fd, name
+
+def save(payload, f):  # the second checkpoint_last.pt is half written when the process is killed
+    if sum("checkpoint_last.pt." in name for name in temps) == 2:
+        f.write(b"half a checkpoint")
+        f.flush()
+        print("saving", flush=True)
+        time.sleep(120)
+    real_save(payload, f)
+
+checkpoint.tempfile.mkstemp, checkpoint.torch.save = mkstemp, save
+cli.main(sys.argv[1:])
+"""
+
+
+def test_a_writer_killed_while_saving_leaves_a_temp_file_the_next_writer_clears(config, tmp_path, capsys):
+    run = tmp_path / "run"
+    argv = ["train", str(config), "--run-dir", str(run), "--set", "train.max_steps=9", "--set", "train.checkpoint_every=3"]
+    dying = subprocess.Popen([sys.executable, "-c", KILLED_WHILE_SAVING, *argv], env=subprocess_env(MEMREAD_DATA=str(tmp_path)),
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert dying.stdout.readline().strip() == "saving", dying.stderr.read()
+    finally:
+        dying.send_signal(signal.SIGKILL)
+        dying.wait()
+    left = [p.name for p in run.glob("checkpoint_last.pt.*.tmp")]
+    assert len(left) == 1 and (run / left[0]).read_bytes() == b"half a checkpoint"
+    (run / "notes.tmp").write_text("the user's")  # temp files that are not the writer's stay
+    (run / "checkpoint_last.pt.mine.tmp").write_text("the user's too")
+    (run / "units-test.npz.abcd1234.tmp").write_text("a comparison's: it writes without the lock")
+    code, err = run_cli(capsys, "eval", str(run), "--checkpoint", "last")  # a reader takes no lock, removes nothing
+    assert code == 0, err
+    assert (run / left[0]).exists()
+    code, err = run_cli(capsys, "train", "--resume", str(run))
+    assert code == 0, err
+    assert f"removed what a writer killed while saving left: {left[0]} (0.0 MiB)" in err
+    assert sorted(p.name for p in run.glob("*.tmp")) == ["checkpoint_last.pt.mine.tmp", "notes.tmp",
+                                                          "units-test.npz.abcd1234.tmp"]
+    assert [r["step"] for r in records(run, "valid")][-1] == 9
+
+
 # --------------------------------------------------------------------------- read-only folders and full disks
 
 

@@ -21,7 +21,8 @@ from memread.data.vocab import Vocab
 from memread.errors import MemreadError, os_error_line
 from memread.inference.archive import archive_config, is_archive, load_archive
 from memread.tasks import Task
-from memread.training.checkpoint import check_compatible, load_checkpoint, load_model_state, write_text_atomically
+from memread.training.checkpoint import (check_compatible, clear_leftover_temps, load_checkpoint, load_model_state,
+                                         write_text_atomically)
 from memread.training.loop import Trainer, evaluate
 from memread.training.distributed import Placement, on_main, placement, resolve_device
 from memread.training.runlock import RunLock
@@ -72,8 +73,9 @@ ANY_ON_RESUME = ("train.device", "train.progress", "train.tensorboard")
 
 
 def _locked(run_dir: Path, work: Callable[[], None], where: Placement) -> RunLock | None:
-    """On the main process: take ``run_dir``'s writer lock and do ``work`` under it (the lock is given back if
-    ``work`` fails); the other processes of a torchrun job wait, and fail with it. The lock (main) or None."""
+    """On the main process: take ``run_dir``'s writer lock, clear the temp files a killed writer left, and do
+    ``work`` under it (the lock is given back if ``work`` fails); the other processes of a torchrun job wait, and
+    fail with it. The lock (main) or None."""
 
     def take() -> RunLock:
         try:
@@ -82,6 +84,9 @@ def _locked(run_dir: Path, work: Callable[[], None], where: Placement) -> RunLoc
             raise MemreadError(os_error_line(e, run_dir)) from None
         lock = RunLock(run_dir).acquire()
         try:
+            removed = clear_leftover_temps(run_dir)
+            if removed:
+                print(f"{run_dir}: removed what a writer killed while saving left: {', '.join(removed)}", file=sys.stderr)
             work()
             return lock
         except BaseException:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import pickle
+import re
 import tempfile
 import zipfile
 from pathlib import Path
@@ -51,6 +52,25 @@ def _write_atomically(path: Path, write) -> None:
         if tmp and os.path.exists(tmp):
             os.unlink(tmp)
         raise
+
+
+# the temp files of a run's writer: ``_write_atomically``'s "<file>.<8 random chars>.tmp" (tempfile.mkstemp) beside
+# a file only the lock's holder writes, and the vocabulary's "vocab.json.tmp"; a writer killed while saving leaves
+# one behind. Not units-*.npz: ``memread compare`` may write one without the lock (a few KB when it is killed).
+_RUN_TEMP = re.compile(r"^(checkpoint_\w+\.pt|config\.json|final\.json)\.[a-z0-9_]{8}\.tmp$|^vocab\.json\.tmp$")
+
+
+def clear_leftover_temps(run_dir: Path) -> list[str]:
+    """Remove the temp files a killed writer of ``run_dir`` left half-written; call it holding the run's writer
+    lock (no live writer of the run is then saving). Other files, ``*.tmp`` of the user's among them, stay.
+    Returns one "NAME (SIZE)" per file removed."""
+    removed = []
+    for path in sorted(Path(run_dir).iterdir()):
+        if _RUN_TEMP.match(path.name) and path.is_file():
+            size = path.stat().st_size
+            path.unlink(missing_ok=True)
+            removed.append(f"{path.name} ({size / 2**20:.1f} MiB)")
+    return removed
 
 
 def _free_space(folder: Path) -> str:
