@@ -508,6 +508,44 @@ def _kill_at(monkeypatch, step: int) -> None:
     monkeypatch.setattr(loop_module.Trainer, "train_step", train_step)
 
 
+_OPENS: list[tuple[str, object, int]] | None = None  # the opens the audit hook records while a test watches
+
+
+def _record_opens(event: str, args: tuple) -> None:
+    if event == "open" and _OPENS is not None:
+        _OPENS.append((str(args[0]), args[1], args[2] or 0))
+
+
+sys.addaudithook(_record_opens)  # a hook cannot be removed: it records nothing unless _OPENS is a list
+
+
+def test_a_resume_never_truncates_the_log_in_place(tmp_path, monkeypatch):
+    """The resume drops the records written after its checkpoint by replacing metrics.jsonl whole: a file opened
+    for writing from its start ("w", O_TRUNC) is empty until rewritten, and a resume killed then would lose it."""
+    global _OPENS
+    cfg = experiment_from_dict({**RESUMED["lm"], "train": {"max_steps": 12, "log_every": 1, "checkpoint_every": 4,
+                                                           "progress": False}}, "t")
+    run = tmp_path / "run"
+    trainer = start_run(cfg, run, tmp_path)
+    with monkeypatch.context() as m:
+        _kill_at(m, 7)
+        with pytest.raises(Killed):
+            trainer.fit()
+    trainer.close()
+    assert [r["step"] for r in records(run, "train")] == [1, 2, 3, 4, 5, 6]
+    _OPENS = []
+    try:
+        trainer = resume_run(run, tmp_path)
+    finally:
+        opens, _OPENS = _OPENS, None
+    trainer.close()
+    assert [r["step"] for r in records(run, "train")] == [1, 2, 3, 4]  # trimmed to the checkpoint
+    log = str(run / "metrics.jsonl")
+    truncating = [(mode, flags) for path, mode, flags in opens
+                  if path == log and (isinstance(mode, str) and "w" in mode or flags & os.O_TRUNC)]
+    assert truncating == []
+
+
 RESUMED = {
     "lm": {"data": {"name": "stories-text", "stories": 300, "bptt": 12},
            "reader": {"name": "lstm", "hidden": 16}, "head": {"name": "lm", "emb": 16, "dropout": 0.2}},

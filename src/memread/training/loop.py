@@ -131,7 +131,8 @@ class MetricsLog:
         return out
 
     def truncate_after(self, step: int) -> None:
-        """Drop records a killed run wrote after the checkpoint it is resumed from."""
+        """Drop records a killed run wrote after the checkpoint it is resumed from (the log is replaced atomically:
+        a resume killed here leaves it whole)."""
         if not self.enabled or not self.path.exists():
             return
         kept = []
@@ -141,7 +142,7 @@ class MetricsLog:
                     kept.append(line)
             except json.JSONDecodeError:
                 continue  # a line cut short by the kill
-        self.path.write_text("".join(k + "\n" for k in kept), encoding="utf-8")
+        write_text_atomically(self.path, "".join(k + "\n" for k in kept))
 
     def write(self, record: dict) -> None:
         if not self.enabled:
