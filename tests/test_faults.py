@@ -8,6 +8,7 @@ exploding learning rate; a kill off the logging boundary (metrics.jsonl exact on
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import json
 import os
@@ -508,21 +509,31 @@ def _kill_at(monkeypatch, step: int) -> None:
     monkeypatch.setattr(loop_module.Trainer, "train_step", train_step)
 
 
-_OPENS: list[tuple[str, object, int]] | None = None  # the opens the audit hook records while a test watches
+_OPENS: dict = {"hooked": False, "seen": None}  # what the audit hook records while a test watches
 
 
 def _record_opens(event: str, args: tuple) -> None:
-    if event == "open" and _OPENS is not None:
-        _OPENS.append((str(args[0]), args[1], args[2] or 0))
+    if event == "open" and _OPENS["seen"] is not None:
+        _OPENS["seen"].append((str(args[0]), args[1], args[2] or 0))
 
 
-sys.addaudithook(_record_opens)  # a hook cannot be removed: it records nothing unless _OPENS is a list
+@contextlib.contextmanager
+def watching_opens():
+    """The files opened in the block, as (path, mode, flags). A hook cannot be removed: it is added by the first
+    test that watches, and records nothing outside this block."""
+    if not _OPENS["hooked"]:
+        sys.addaudithook(_record_opens)
+        _OPENS["hooked"] = True
+    _OPENS["seen"] = seen = []
+    try:
+        yield seen
+    finally:
+        _OPENS["seen"] = None
 
 
 def test_a_resume_never_truncates_the_log_in_place(tmp_path, monkeypatch):
     """The resume drops the records written after its checkpoint by replacing metrics.jsonl whole: a file opened
     for writing from its start ("w", O_TRUNC) is empty until rewritten, and a resume killed then would lose it."""
-    global _OPENS
     cfg = experiment_from_dict({**RESUMED["lm"], "train": {"max_steps": 12, "log_every": 1, "checkpoint_every": 4,
                                                            "progress": False}}, "t")
     run = tmp_path / "run"
@@ -533,11 +544,8 @@ def test_a_resume_never_truncates_the_log_in_place(tmp_path, monkeypatch):
             trainer.fit()
     trainer.close()
     assert [r["step"] for r in records(run, "train")] == [1, 2, 3, 4, 5, 6]
-    _OPENS = []
-    try:
+    with watching_opens() as opens:
         trainer = resume_run(run, tmp_path)
-    finally:
-        opens, _OPENS = _OPENS, None
     trainer.close()
     assert [r["step"] for r in records(run, "train")] == [1, 2, 3, 4]  # trimmed to the checkpoint
     log = str(run / "metrics.jsonl")
