@@ -22,9 +22,10 @@ whose recipe changes the paper's model (WikiQA at 1 x 300 for both readers) keep
 The minutes are this machine's (Intel Xeon, one thread each, two jobs side by side), measured in session 14
 (SST) and session 12 (WikiQA, before the compiled NSE loop: an upper bound). The processes die with a session;
 run folders usually outlive it, and a claim longer than a session is started again with `run` in the next one
-(`status` says how far each of its runs got). Not always: session 21 began from a new checkout without runs/
-(git-ignored), and every unfinished run was lost. What an ended run's comparisons need (its unit records, no
-checkpoints) survives that when `keep` has copied it into results/runs/ and it is committed; `run` puts it back.
+(`status` says how far each of its runs got). Not always: sessions 21 and 28 began from a new checkout without
+runs/ (git-ignored), and every unfinished run was lost. What an ended run's comparisons need (its unit records, no
+checkpoints) survives that once it is in results/runs/ and committed: `run` copies each run there as it ends (and
+`keep` any ended run), and puts kept runs back.
 """
 
 from __future__ import annotations
@@ -421,6 +422,12 @@ def run(claim: Claim, jobs: int, extra: tuple[str, ...] = (), device: str | None
             done = subprocess.run(cmd, env=env, cwd=REPO, capture_output=True, text=True)
             if done.returncode != 0:
                 failed.append(f"{row} seed {s}: {done.stderr.strip().splitlines()[-1:]}")
+                continue
+            # kept as it ends, not when the whole claim has: a claim outlives sessions, and a new checkout has no
+            # runs/ (session 28 lost a 3-layer gLSTM that had ended the session before, never kept)
+            where = keep_run(claim.root / row / f"seed{s}")
+            if where is not None:
+                print(f"[queue {j + 1}] {time.strftime('%H:%M:%S')} ended; kept in {where}: commit it", flush=True)
 
     threads = [threading.Thread(target=work, args=(q, j)) for j, q in enumerate(commands(claim, jobs, extra))]
     for t in threads:
@@ -494,35 +501,43 @@ def kept(run_dir: Path) -> Path:
     return KEPT / run_dir.relative_to("runs")
 
 
-def keep(claim: Claim) -> int:
-    """Copy each ended run's records (:func:`memread.training.loop.record_files`: config, metrics, vocabulary,
-    final evaluation, unit records; no checkpoints, ~0.3 MiB a PTB run) into ``results/runs/``, to be committed:
-    run folders are git-ignored and a session that starts from a new checkout has none, so the runs a pending
-    comparison needs (the LSTM of a claim whose LSTMNs still train) would have to be trained again. ``run`` puts
-    them back (:func:`restore`); a run kept before holds only its present records after. 1 where no run of the
-    claim has ended."""
+def keep_run(run_dir: Path) -> Path | None:
+    """Copy one ended run's records (:func:`memread.training.loop.record_files`: config, metrics, vocabulary, final
+    evaluation, unit records; no checkpoints, ~0.3 MiB a PTB run) into ``results/runs/``; where they went, or None
+    for a run that has not ended (or has no unit records). A run kept before holds only its present records after."""
     import shutil
 
     from memread.training.loop import record_files
     from memread.training.units import copy_record
 
+    files = record_files(run_dir)
+    if not files:
+        return None
+    dest = kept(run_dir)
+    dest.mkdir(parents=True, exist_ok=True)
+    for f in files:
+        if f.suffix == ".npz":  # unit records, deflated (a run trained before memread deflated them)
+            copy_record(f, dest / f.name)
+        else:
+            shutil.copy2(f, dest / f.name)
+    for stale in set(dest.iterdir()) - {dest / f.name for f in files}:  # an earlier keep's, no longer the run's
+        stale.unlink()
+    print(f"{dest}: {sum((dest / f.name).stat().st_size for f in files) / 2**20:.2f} MiB ({len(files)} files)",
+          flush=True)
+    return dest
+
+
+def keep(claim: Claim) -> int:
+    """Copy each ended run's records into ``results/runs/`` (:func:`keep_run`), to be committed: run folders are
+    git-ignored and a session that starts from a new checkout has none, so the runs a pending comparison needs (the
+    LSTM of a claim whose LSTMNs still train) would have to be trained again. ``run`` keeps each run as it ends and
+    puts kept runs back (:func:`restore`). 1 where no run of the claim has ended."""
     n = 0
     for run_dir in claim.run_dirs():
-        files = record_files(run_dir)
-        if not files:
+        if keep_run(run_dir) is None:
             print(f"{run_dir}: not ended (or no unit records): left")
-            continue
-        dest = kept(run_dir)
-        dest.mkdir(parents=True, exist_ok=True)
-        for f in files:
-            if f.suffix == ".npz":  # unit records, deflated (a run trained before memread deflated them)
-                copy_record(f, dest / f.name)
-            else:
-                shutil.copy2(f, dest / f.name)
-        for stale in set(dest.iterdir()) - {dest / f.name for f in files}:  # an earlier keep's, no longer the run's
-            stale.unlink()
-        n += 1
-        print(f"{dest}: {sum((dest / f.name).stat().st_size for f in files) / 2**20:.2f} MiB ({len(files)} files)")
+        else:
+            n += 1
     return 0 if n else 1
 
 

@@ -3,6 +3,7 @@ compares rows it trains, and spreads its runs over the queues by their minutes."
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import sys
 from pathlib import Path
@@ -532,11 +533,15 @@ def test_resumable_lists_what_carries_each_unfinished_run_while_it_fits_what_a_c
     assert capsys.readouterr().out.split() == [str(a / n) for n in names]
 
 
-def test_keep_commits_an_ended_runs_records_and_run_puts_them_back_in_a_new_checkout(tmp_path, monkeypatch, capsys):
-    """Run folders are git-ignored: a session that starts from a new checkout has none (session 21 lost every
-    unfinished run so). ``keep`` copies an ended run's records -- no checkpoints -- into results/runs/; ``status``
-    names them there and ``run`` puts them back, where they stand for the run (nothing trained again) while a run
-    that has not ended is left to train."""
+def _two_run_claim():
+    return claims.Claim("t", "test", {"a": claims.Run("", 5, config="configs/babi/as.toml"),
+                                      "b": claims.Run("", 5, config="configs/babi/as.toml")},
+                        [("a", "b", "a-vs-b", 1.0)], seeds=1, paper_setup=False)
+
+
+def _run_folder(root: Path, label: str, stopped: str | None, finished: bool, units: bool) -> Path:
+    """A run folder of ``root/label/seed1`` as `memread train` leaves it: checkpoints and metrics, and where
+    ``units``, the final evaluation's records."""
     import json
 
     import numpy as np
@@ -545,26 +550,74 @@ def test_keep_commits_an_ended_runs_records_and_run_puts_them_back_in_a_new_chec
     from memread.training.checkpoint import FORMAT
     from memread.training.units import save_units
 
+    d = root / label / "seed1"
+    d.mkdir(parents=True)
+    loop = {"stopped": stopped, "finished": finished}
+    torch.save({"format": FORMAT, "config": "{}", "vocab": "v", "model": {}, "loop": loop}, d / "checkpoint_last.pt")
+    (d / "checkpoint_best.pt").write_bytes(b"weights")
+    (d / "metrics.jsonl").write_text(json.dumps({"event": "valid", "epochs_done": 1.0, "accuracy": 0.5,
+                                                 "selection_metric": "accuracy", "best": True}) + "\n")
+    for name in ("config.json", "vocab.json"):
+        (d / name).write_text("{}")
+    if units:
+        (d / "final.json").write_text('{"test": {"accuracy": 0.5}}')
+        save_units(d, "test", [{"correct": np.ones(3), "count": np.ones(3)}], "best", 16, "32")
+    return d
+
+
+def test_run_keeps_each_run_as_it_ends_before_the_claim_has(tmp_path, monkeypatch, capsys):
+    """A claim outlives sessions and a new checkout has no runs/: ``run`` copies each run's records into
+    results/runs/ as soon as its training ends (session 27's ended gLSTM, never kept, was lost with runs/), not
+    when the whole claim has; a run that failed or was cut short by a time limit is not kept."""
+    import subprocess
+    from types import SimpleNamespace
+
     monkeypatch.chdir(tmp_path)
-    claim = claims.Claim("t", "test", {"a": claims.Run("", 5, config="configs/babi/as.toml"),
-                                       "b": claims.Run("", 5, config="configs/babi/as.toml")},
-                         [("a", "b", "a-vs-b", 1.0)], seeds=1, paper_setup=False)
+    claim = _two_run_claim()
+    trained = []
 
-    def folder(label: str, stopped: str, finished: bool, units: bool) -> Path:
-        d = tmp_path / "runs/claims/t" / label / "seed1"
-        d.mkdir(parents=True)
-        loop = {"stopped": stopped, "finished": finished}
-        torch.save({"format": FORMAT, "config": "{}", "vocab": "v", "model": {}, "loop": loop}, d / "checkpoint_last.pt")
-        (d / "checkpoint_best.pt").write_bytes(b"weights")
-        (d / "metrics.jsonl").write_text(json.dumps({"event": "valid", "epochs_done": 1.0, "accuracy": 0.5,
-                                                     "selection_metric": "accuracy", "best": True}) + "\n")
-        for name in ("config.json", "vocab.json"):
-            (d / name).write_text("{}")
-        if units:
-            (d / "final.json").write_text('{"test": {"accuracy": 0.5}}')
-            save_units(d, "test", [{"correct": np.ones(3), "count": np.ones(3)}], "best", 16, "32")
-        return d
+    def fake_train(cmd, **kw):
+        label = cmd[cmd.index("--run-dir") + 1].split("/")[-2]
+        trained.append(label)
+        if label == "a":  # ends by early stopping
+            _run_folder(tmp_path / "runs/claims/t", "a", "early", True, units=True)
+            return SimpleNamespace(returncode=0, stdout="", stderr="")
+        return SimpleNamespace(returncode=1, stdout="", stderr="memread: error: out of memory")
 
+    monkeypatch.setattr(subprocess, "run", fake_train)
+    assert claims.run(claim, 1) == 1  # b failed: nothing compared
+    assert sorted(trained) == ["a", "b"]
+    kept = tmp_path / "results/runs/claims/t/a/seed1"
+    assert sorted(p.name for p in kept.iterdir()) == ["config.json", "final.json", "metrics.jsonl", "units-test.npz",
+                                                       "vocab.json"]
+    assert not (tmp_path / "results/runs/claims/t/b").exists()
+    out = capsys.readouterr()
+    assert f"ended; kept in {Path('results/runs/claims/t/a/seed1')}: commit it" in out.out
+    assert "out of memory" in out.err
+    # a run whose training returned without ending (a time limit: no unit records) is left unkept
+    import shutil
+
+    shutil.rmtree(tmp_path / "results")
+    shutil.rmtree(tmp_path / "runs")
+
+    def time_limited(cmd, **kw):
+        label = cmd[cmd.index("--run-dir") + 1].split("/")[-2]
+        _run_folder(tmp_path / "runs/claims/t", label, "time", False, units=True)
+        return SimpleNamespace(returncode=0, stdout="", stderr="")
+
+    monkeypatch.setattr(subprocess, "run", time_limited)
+    monkeypatch.setattr(claims, "finish", lambda *a: 0)
+    assert claims.run(claim, 2) == 0 and not (tmp_path / "results").exists()
+
+
+def test_keep_commits_an_ended_runs_records_and_run_puts_them_back_in_a_new_checkout(tmp_path, monkeypatch, capsys):
+    """Run folders are git-ignored: a session that starts from a new checkout has none (session 21 lost every
+    unfinished run so). ``keep`` copies an ended run's records -- no checkpoints -- into results/runs/; ``status``
+    names them there and ``run`` puts them back, where they stand for the run (nothing trained again) while a run
+    that has not ended is left to train."""
+    monkeypatch.chdir(tmp_path)
+    claim = _two_run_claim()
+    folder = functools.partial(_run_folder, tmp_path / "runs/claims/t")
     ended = folder("a", "early", True, units=True)
     folder("b", "time", False, units=True)  # a time limit's final evaluation: it goes on, nothing kept
     assert claims.keep(claim) == 0
@@ -580,6 +633,8 @@ def test_keep_commits_an_ended_runs_records_and_run_puts_them_back_in_a_new_chec
     assert (kept / "metrics.jsonl").read_text() == (ended / "metrics.jsonl").read_text()
     # a unit record written before memread deflated them is kept deflated, the same arrays
     import zipfile
+
+    import numpy as np
 
     with np.load(ended / "units-test.npz") as z:
         arrays = {k: z[k] for k in z.files}
