@@ -554,6 +554,31 @@ def test_a_resume_never_truncates_the_log_in_place(tmp_path, monkeypatch):
     assert truncating == []
 
 
+def test_files_written_atomically_have_the_mode_open_gives_and_keep_the_one_they_replace(config, tmp_path, capsys):
+    """mkstemp makes its temp files 0600; the run's files renamed from them (checkpoints, config.json, final.json,
+    a trimmed metrics.jsonl) and an exported archive get what a plain open gives under the umask, as the files
+    appended to do, so a run folder shared with a group is readable by it; a file replaced keeps its own mode."""
+    old = os.umask(0o027)
+    try:
+        run = tmp_path / "run"
+        code, err = run_cli(capsys, "train", str(config), "--run-dir", str(run), "--set", "train.max_steps=6",
+                            "--set", "train.checkpoint_every=3")
+        assert code == 0, err
+        modes = {p.name: p.stat().st_mode & 0o777 for p in run.iterdir() if not p.name.startswith(".lock")}
+        assert {"checkpoint_last.pt", "checkpoint_best.pt", "config.json", "final.json", "metrics.jsonl"} <= set(modes)
+        assert set(modes.values()) == {0o640}, modes
+        (run / "checkpoint_last.pt").chmod(0o604)  # the user's own choice survives the next write
+        code, err = run_cli(capsys, "train", "--resume", str(run), "--set", "train.max_steps=9")
+        assert code == 0, err
+        assert (run / "checkpoint_last.pt").stat().st_mode & 0o777 == 0o604
+        assert (run / "config.json").stat().st_mode & 0o777 == 0o640
+        code, err = run_cli(capsys, "export", str(run), str(tmp_path / "model.safetensors"))
+        assert code == 0, err
+        assert (tmp_path / "model.safetensors").stat().st_mode & 0o777 == 0o640
+    finally:
+        os.umask(old)
+
+
 RESUMED = {
     "lm": {"data": {"name": "stories-text", "stories": 300, "bptt": 12},
            "reader": {"name": "lstm", "hidden": 16}, "head": {"name": "lm", "emb": 16, "dropout": 0.2}},

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +20,7 @@ import torch
 from memread.config import ExperimentConfig, experiment_from_dict, upgrade_stored
 from memread.data.vocab import Vocab
 from memread.errors import MemreadError, os_error_line
+from memread.training.checkpoint import mode_for, temp_beside
 
 FORMAT = "memread-archive-v1"
 
@@ -46,9 +46,10 @@ def export_archive(cfg: ExperimentConfig, vocab: Vocab, model: torch.nn.Module, 
     tmp = None
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=out.name + ".", suffix=".tmp", dir=out.parent)
+        fd, tmp = temp_beside(out)
         os.close(fd)
         save_model(model.cpu(), tmp, metadata=metadata)  # shared (tied) weights are stored once
+        os.chmod(tmp, mode_for(out))  # safetensors writes its file anew, 0600
         os.replace(tmp, out)
     except OSError as e:
         raise MemreadError(os_error_line(e, out)) from None

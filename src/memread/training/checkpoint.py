@@ -25,6 +25,44 @@ FORMAT = "memread-checkpoint-v1"
 MODEL_SECTIONS = ("data", "reader", "head", "criterion")
 
 
+def _umask() -> int:
+    """The process's umask, read without setting it where the system tells it (Linux: /proc/self/status), as setting
+    it to read it back would race with other threads' file creation."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    except OSError:
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def mode_for(path: Path) -> int:
+    """The permissions a file written at ``path`` should have: the replaced file's, or for a new file the ones
+    ``open`` would give (0666 less the umask), not mkstemp's 0600, so that a run folder or archive shared with a
+    group stays readable by it."""
+    try:
+        return Path(path).stat().st_mode & 0o7777
+    except FileNotFoundError:
+        return 0o666 & ~_umask()
+
+
+def temp_beside(path: Path) -> tuple[int, str]:
+    """A new temp file beside ``path`` (``<name>.XXXXXXXX.tmp``), for an atomic replace of it, with
+    :func:`mode_for`'s permissions: its descriptor and name."""
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
+    try:
+        os.fchmod(fd, mode_for(path))
+    except BaseException:
+        os.close(fd)
+        os.unlink(tmp)
+        raise
+    return fd, tmp
+
+
 def _write_atomically(path: Path, write) -> None:
     """``write(f)`` into a temp file beside ``path``, fsync, rename: ``path`` is the old file or the whole new
     one, never half of either. A failure (disk full, read-only folder) is one MemreadError naming ``path``;
@@ -32,7 +70,7 @@ def _write_atomically(path: Path, write) -> None:
     path = Path(path)
     tmp = None
     try:
-        fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
+        fd, tmp = temp_beside(path)
         with os.fdopen(fd, "wb") as f:
             write(f)
             f.flush()
