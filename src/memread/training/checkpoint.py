@@ -55,7 +55,7 @@ def temp_beside(path: Path) -> tuple[int, str]:
     path = Path(path)
     fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
     try:
-        os.fchmod(fd, mode_for(path))
+        os.chmod(tmp, mode_for(path))  # by name: os.fchmod is Unix-only before Python 3.13
     except BaseException:
         os.close(fd)
         os.unlink(tmp)
