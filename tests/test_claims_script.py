@@ -594,7 +594,8 @@ def test_run_keeps_each_run_as_it_ends_before_the_claim_has(tmp_path, monkeypatc
     out = capsys.readouterr()
     assert f"ended; kept in {Path('results/runs/claims/t/a/seed1')}: commit it" in out.out
     assert "out of memory" in out.err
-    # a run whose training returned without ending (a time limit: no unit records) is left unkept
+    # a run whose training returned without ending (a time limit: its final evaluation's records, but it goes on)
+    # is left unkept
     import shutil
 
     shutil.rmtree(tmp_path / "results")

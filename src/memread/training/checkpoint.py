@@ -44,7 +44,7 @@ def mode_for(path: Path) -> int:
     ``open`` would give (0666 less the umask), not mkstemp's 0600, so that a run folder or archive shared with a
     group stays readable by it."""
     try:
-        return Path(path).stat().st_mode & 0o7777
+        return Path(path).stat().st_mode & 0o777  # its permissions; no set-id or sticky bit on a new file
     except FileNotFoundError:
         return 0o666 & ~_umask()
 
