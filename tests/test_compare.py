@@ -399,3 +399,51 @@ def test_unit_records_are_deflated_and_read_back_exactly(tmp_path):
     keys, values, meta = read_units(tmp_path, "test", "best", 500, "32")
     assert keys == ("correct", "count", "nll") and meta["batch_size"] == 500
     np.testing.assert_array_equal(values, np.stack([np.concatenate([b[k] for b in batches]) for k in keys], axis=1))
+
+
+def test_units_come_in_the_splits_example_order():
+    """Batches in length buckets read the examples sorted by length: a table's rows are put back in example order
+    (row i of batch order is example concat(groups)[i]); units that are not the examples stay as they are."""
+    from memread.data.batching import Batches
+    from memread.tools.compare import in_example_order
+
+    table = UnitTable(("correct", "count"), np.array([[1.0, 1.0], [0.0, 1.0], [1.0, 1.0], [0.0, 1.0]]))
+    batches = Batches([None] * 4, [[2, 0], [3, 1]], list)
+    ordered = in_example_order(table, batches)
+    assert ordered.values[:, 0].tolist() == [0.0, 0.0, 1.0, 1.0]  # examples 0, 1, 2, 3: batch rows 1, 3, 0, 2
+    questions = UnitTable(("ap", "questions"), np.ones((3, 2)))  # fewer units than examples: questions
+    assert in_example_order(questions, batches) is questions
+    assert in_example_order(table, [{"ids": None}]) is table  # a stream of LM batches has no groups
+
+
+@pytest.mark.slow
+def test_runs_that_differ_in_length_bucketing_pair_the_same_examples(tmp_path, fixtures):
+    """One SST checkpoint evaluated without buckets and with them (``data.bucket``: the test sentences read sorted by
+    length) gives the same unit table, freshly evaluated and read back from the unit record it keeps: a model trained
+    in buckets is paired example by example with one trained without."""
+    from memread.data.batching import batch_order
+    from memread.tools.compare import _evaluate_units
+    from memread.training.units import record_path
+
+    runs = {}
+    # lr 1e-12: both runs keep the seed's initial weights (their steps are below float32's resolution)
+    for name, bucket in (("plain", 0), ("bucketed", 2)):
+        cfg = tmp_path / f"{name}.toml"
+        cfg.write_text(f'[data]\nname = "sst"\nfine = true\nbucket = {bucket}\n\n[reader]\nname = "lstm"\nhidden = 8\n\n'
+                       '[head]\nname = "mlp"\nemb = 8\nmlp = 8\n\n[train]\nlr = 1e-12\nmax_steps = 2\nbatch_size = 4\n'
+                       'progress = false\n')
+        runs[name] = tmp_path / name
+        r = _memread("train", cfg, "--run-dir", runs[name], data_root=fixtures)
+        assert r.returncode == 0, r.stderr
+    plain, bucketed = runs["plain"], runs["bucketed"]
+    record_path(bucketed, "test").unlink()  # evaluated afresh first, then read back from the record it keeps
+    a, _, _ = _evaluate_units(str(plain), fixtures, "test", "best", 3, "cpu", False)
+    b, _, _ = _evaluate_units(str(bucketed), fixtures, "test", "best", 3, "cpu", False)
+    lengths = [len(line.split("(")) for line in (fixtures / "sst" / "test.txt").read_text().splitlines()]
+    assert batch_order(lengths, 3, 2, None) != batch_order(lengths, 3, 0, None)  # the buckets do reorder the test
+    assert len(a) == len(lengths) and a.keys == b.keys
+    np.testing.assert_allclose(b.values, a.values, rtol=1e-6, atol=1e-9)
+    assert len(set(a.values[:, a.keys.index("nll")].round(6))) > 1  # the rows tell the examples apart
+    assert record_path(bucketed, "test").is_file()  # kept by the comparison, in the bucketed batch order
+    again, _, _ = _evaluate_units(str(bucketed), fixtures, "test", "best", 3, "cpu", False)
+    np.testing.assert_allclose(again.values, a.values, rtol=1e-6, atol=1e-9)

@@ -153,10 +153,10 @@ def paired_test(a: UnitTable, b: UnitTable, summarize: Summarize, metric: str, h
                         float(perm.pvalue), U, resamples, higher_is_better)
 
 
-def _recorded_criterion(cfg, run, data_root, criteria: dict):
-    """The criterion that scores a run read from its unit record: built from its task (which loads the data), once
-    for all the runs in ``criteria`` (a comparison's) that share the config outside ``[train]`` (seeds of one
-    model), the vocabulary and the data root."""
+def _recorded_task(cfg, run, data_root, tasks: dict):
+    """The task (which loads the data) and criterion that score a run read from its unit record: built once for all
+    the runs in ``tasks`` (a comparison's) that share the config outside ``[train]`` (seeds of one model), the
+    vocabulary and the data root."""
     import json
 
     from memread.data.vocab import Vocab
@@ -165,19 +165,35 @@ def _recorded_criterion(cfg, run, data_root, criteria: dict):
 
     setup = {k: v for k, v in cfg.to_dict().items() if k != "train"}
     key = (json.dumps(setup, sort_keys=True, default=str), file_sha256(run / "vocab.json"), str(data_root))
-    if key not in criteria:
+    if key not in tasks:
         task = build_task(cfg, data_root, vocab=Vocab.load(run / "vocab.json"))
-        criteria[key] = task.build_criterion(build_model(cfg, task))
-    return criteria[key]
+        tasks[key] = task, task.build_criterion(build_model(cfg, task))
+    return tasks[key]
+
+
+def in_example_order(table: UnitTable, batches) -> UnitTable:
+    """``table``'s rows in the split's example order, where ``batches`` read separate texts one unit an example
+    (:class:`memread.data.batching.Batches`, whose ``groups`` name each batch's examples): an evaluation in length
+    buckets (``data.bucket``) reads the examples sorted by length, so without this two runs that differ in
+    ``data.bucket`` would pair different examples. Units that are not examples (a WikiQA question with its
+    candidates, a language-model row) stay in batch order."""
+    groups = getattr(batches, "groups", None)
+    if groups is None:
+        return table
+    order = np.fromiter(itertools.chain.from_iterable(groups), dtype=np.int64)
+    if len(order) != len(table):
+        return table
+    return UnitTable(table.keys, table.values[np.argsort(order, kind="stable")])
 
 
 def _evaluate_units(run_dir: str, data_root, split: str, checkpoint: str, batch_size: int, device: str,
-                    progress: bool, criteria: dict | None = None) -> tuple[UnitTable, object, int]:
+                    progress: bool, tasks: dict | None = None) -> tuple[UnitTable, object, int]:
     """One run's unit statistics on ``split``: (table, criterion, batch size used). From the run's unit record
     (:mod:`memread.training.units`) where it measured this checkpoint at this batch size and the run's precision,
     as it must where the checkpoint is not in the folder (a run trained on another machine); else evaluated, at
-    the run's precision, as ``final.json`` was. ``criteria``: the comparison's criteria of recorded runs so far
-    (:func:`_recorded_criterion`)."""
+    the run's precision, as ``final.json`` was. Units that are examples come in the split's example order
+    (:func:`in_example_order`). ``tasks``: the comparison's tasks and criteria of recorded runs so far
+    (:func:`_recorded_task`)."""
     from pathlib import Path
 
     from memread.experiment import is_archive, load_trained, read_run_config
@@ -191,8 +207,9 @@ def _evaluate_units(run_dir: str, data_root, split: str, checkpoint: str, batch_
                               cfg.train.precision)
         if recorded is not None:
             keys, values, meta = recorded
-            criterion = _recorded_criterion(cfg, run, data_root, {} if criteria is None else criteria)
-            return UnitTable(keys, values), criterion, meta["batch_size"]
+            task, criterion = _recorded_task(cfg, run, data_root, {} if tasks is None else tasks)
+            table = in_example_order(UnitTable(keys, values), task.batches(split, meta["batch_size"]))
+            return table, criterion, meta["batch_size"]
         if in_place_of(run, split, checkpoint):
             raise MemreadError(f"{run}: no checkpoint_{checkpoint}.pt here, and its {record_path(run, split).name} "
                                f"measured another checkpoint, batch size or precision: compare it at the record's "
@@ -203,7 +220,7 @@ def _evaluate_units(run_dir: str, data_root, split: str, checkpoint: str, batch_
     units: list = []
     evaluate(model, task, split, batch_size, progress=progress, criterion=criterion, units=units,
              precision=cfg.train.precision)
-    table = UnitTable.from_batches(units, type(criterion).__name__)
+    table = in_example_order(UnitTable.from_batches(units, type(criterion).__name__), task.batches(split, batch_size))
     # kept for the next comparison of a run without a record of its best checkpoint (one from before the records):
     # never over a current one (it may be at the batch size of the run's own evaluation)
     if not is_archive(run) and checkpoint == "best" and read_units(run, split, "best", None,
@@ -247,9 +264,9 @@ def compare_runs(run_a: str, run_b: str, data_root, split: str = "test", checkpo
     the difference of ``metric`` (default: the criterion's selection metric). Returns the JSON-able result:
     ``run_a``, ``run_b``, and :class:`PairedResult`'s fields (``a``, ``b``: the metric of each run)."""
     batch_size = _batch_size_of([run_a, run_b], split, checkpoint, batch_size)
-    criteria: dict = {}
-    ta, a, batch_size = _evaluate_units(run_a, data_root, split, checkpoint, batch_size, device, progress, criteria)
-    tb, b, _ = _evaluate_units(run_b, data_root, split, checkpoint, batch_size, device, progress, criteria)
+    tasks: dict = {}
+    ta, a, batch_size = _evaluate_units(run_a, data_root, split, checkpoint, batch_size, device, progress, tasks)
+    tb, b, _ = _evaluate_units(run_b, data_root, split, checkpoint, batch_size, device, progress, tasks)
     _same_criterion(a, b, run_a, run_b)
     result = paired_test(ta, tb, a.summarize, metric or a.selection_metric, a.higher_is_better, resamples=resamples,
                          confidence=confidence, seed=seed, names=(run_a, run_b))
@@ -293,11 +310,11 @@ def compare_seeds(root_a: str, root_b: str, seeds: int, data_root, split: str = 
     tables: dict[str, list[UnitTable]] = {"a": [], "b": []}
     criterion = None
     batch_size = _batch_size_of(runs["a"] + runs["b"], split, checkpoint, batch_size)
-    criteria: dict = {}  # the recorded runs' criteria: one task built a model, not one a seed
+    tasks: dict = {}  # the recorded runs' tasks and criteria: one task built a model, not one a seed
     for side in ("a", "b"):
         for run in runs[side]:
             table, crit, batch_size = _evaluate_units(run, data_root, split, checkpoint, batch_size, device, progress,
-                                                      criteria)
+                                                      tasks)
             if criterion is not None:
                 _same_criterion(criterion, crit, runs["a"][0], run)
             criterion = criterion or crit
