@@ -114,6 +114,23 @@ def test_a_run_killed_before_its_first_checkpoint_can_be_started_or_resumed(conf
     assert records(again, "valid")[-1]["step"] == 2 and json.loads((again / "config.json").read_text())["train"]["max_steps"] == 2
 
 
+def test_an_ended_runs_records_without_checkpoints_are_never_cleared(config, tmp_path, capsys):
+    """A folder kept from another machine (final.json, units, metrics; no checkpoint) is an ended run: training
+    or resuming there is refused with one line, and every file stays (session 33 lost three such folders)."""
+    run = tmp_path / "run"
+    code, err = run_cli(capsys, "train", str(config), "--run-dir", str(run), "--set", "train.max_steps=2")
+    assert code == 0, err
+    for name in ("checkpoint_last.pt", "checkpoint_best.pt"):
+        (run / name).unlink()
+    kept = {p.name: p.read_bytes() for p in run.iterdir() if p.is_file() and not p.name.startswith(".lock")}
+    assert {"final.json", "metrics.jsonl", "units-test.npz"} <= kept.keys()
+    for argv in (["train", str(config), "--run-dir", str(run)], ["train", "--resume", str(run)]):
+        code, err = run_cli(capsys, *argv)
+        line = one_error_line(err)
+        assert code != 0 and "ended run's records" in line and str(run) in line, line
+        assert {p.name: p.read_bytes() for p in run.iterdir() if p.name in kept} == kept
+
+
 def test_a_bad_value_writes_nothing(config, tmp_path, capsys):
     run = tmp_path / "run"
     for bad in ("train.batch_size=0", "train.lr=-1", "reader.hidden=-5", "data.bptt=0", "head.dropout=2",

@@ -97,7 +97,13 @@ def _locked(run_dir: Path, work: Callable[[], None], where: Placement) -> RunLoc
 
 
 def _write_new_run(cfg: ExperimentConfig, run_dir: Path, task: Task) -> None:
-    """Under the lock: clear what a run that never checkpointed left, write config.json and vocab.json."""
+    """Under the lock: clear what a run that never checkpointed left, write config.json and vocab.json. A folder
+    with ``final.json`` but no checkpoint holds an ended run's records (kept from the machine that trained it, as
+    ``scripts/claims.py`` puts them back for ``memread compare``): refused, never cleared."""
+    if (run_dir / "final.json").exists():
+        raise MemreadError(f"{run_dir}: holds an ended run's records (final.json) without its checkpoints (trained "
+                           f"elsewhere?): nothing to train there; compare it as it is, or choose another --run-dir. "
+                           f"Nothing was changed")
     for path in [run_dir / n for n in ("metrics.jsonl", "checkpoint_best.pt", "final.json")] + [
             *run_dir.glob("units-*.npz")]:
         path.unlink(missing_ok=True)
