@@ -262,13 +262,13 @@ def test_tiny_task_learns_and_decodes(fixtures, name, reverse, lengths, epochs, 
     model = task.build_model(seed=0)
     criterion = task.build_criterion(model)
     opt = torch.optim.Adam(model.parameters(), lr=0.01)
+    schedule = torch.optim.lr_scheduler.MultiStepLR(opt, milestones=[12], gamma=0.3)  # 0.003 from epoch 12
     for epoch in range(epochs):
-        for group in opt.param_groups:
-            group["lr"] = 0.01 if epoch < 12 else 0.003
         for batch in task.batches("train", 32, epoch=epoch):
             opt.zero_grad()
             criterion(model(batch), batch).value.backward()
             opt.step()
+        schedule.step()
     sources = [list(p.source) for p in pairs["test"]]
     want = [list(p.target) for p in pairs["test"]]
     for beam in (1, 3):

@@ -104,7 +104,7 @@ def _write_new_run(cfg: ExperimentConfig, run_dir: Path, task: Task) -> None:
         raise MemreadError(f"{run_dir}: holds an ended run's records (final.json) without its checkpoints (trained "
                            f"elsewhere?): nothing to train there; compare it as it is, or choose another --run-dir. "
                            f"Nothing was changed")
-    for path in [run_dir / n for n in ("metrics.jsonl", "checkpoint_best.pt", "final.json")] + [
+    for path in [run_dir / n for n in ("metrics.jsonl", "checkpoint_best.pt")] + [
             *run_dir.glob("units-*.npz")]:
         path.unlink(missing_ok=True)
     write_text_atomically(run_dir / "config.json", cfg.to_json())
