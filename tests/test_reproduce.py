@@ -256,6 +256,34 @@ def test_reproduce_resumes_a_killed_run_and_reuses_a_finished_one(tiny, capsys):
     assert len(reproduce.load_results(tmp / "results.jsonl")) == 18
 
 
+def test_reproduce_takes_an_ended_run_kept_without_checkpoints_and_never_clears_it(tiny, capsys):
+    """A folder put back from results/runs (final.json, metrics and unit records, no checkpoint: trained on another
+    machine) is recorded from its final.json with its budget from its unit record; asked to train further it is
+    refused in one line, nothing cleared, nothing appended."""
+    tmp, row, _ = tiny
+    runs = tmp / "runs"
+    args = ("reproduce", row.id, "--seeds", "2", "--run-root", str(runs), "--set", "train.max_steps=3")
+    assert run_cli(capsys, *args)[0] == 0
+    first = reproduce.load_results(tmp / "results.jsonl")
+    folders = [runs / row.id / f"seed{s}" for s in (1, 2)]
+    for folder in folders:
+        for checkpoint in folder.glob("checkpoint_*.pt"):
+            checkpoint.unlink()
+    kept = {p: p.read_bytes() for folder in folders for p in folder.iterdir()}
+    code, _, err = run_cli(capsys, *args)
+    assert code == 0, err
+    assert err.count("finished before (trained elsewhere); taking its final.json") == 2
+    again = reproduce.load_results(tmp / "results.jsonl")[len(first):]
+    assert [(r["split"], r.get("seed"), r["value"], r["budget"]) for r in again] == [
+        (r["split"], r.get("seed"), r["value"], r["budget"]) for r in first]
+    assert re.search(r"^3 steps, [\d,]+ tokens \(epoch 1 of 1; max_steps 3, stopped: max_steps\)$", again[1]["budget"])
+    code, out, err = run_cli(capsys, *args[:-1], "train.max_steps=5")
+    assert code == 2 and out == "" and err.splitlines()[-1].startswith("memread: error: ")
+    assert "without its checkpoints (trained elsewhere?), so it cannot train on with train.max_steps=5" in err
+    assert {p: p.read_bytes() for folder in folders for p in folder.iterdir()} == kept  # nothing cleared
+    assert len(reproduce.load_results(tmp / "results.jsonl")) == 2 * len(first)
+
+
 @pytest.mark.parametrize("row_id, says", [
     ("nse-t1-snli-nse", "data not available here: the full SNLI train split"),
     ("sordoni-t3-cnn-iaa", "data not available here: the CNN cloze set"),

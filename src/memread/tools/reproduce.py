@@ -770,19 +770,29 @@ def train_seed(cfg: Any, run_dir: Path, root: Path, log: Callable[[str], None]) 
     """Train ``cfg`` in ``run_dir`` and evaluate its best checkpoint (``final.json``); a run dir that already holds
     this config's run is resumed exactly from ``checkpoint_last.pt`` (a killed run goes on; a finished one with its
     ``final.json`` is taken as it is). [train] values that differ (a larger ``train.max_steps``) are passed to the
-    resume; a run of another model or data is refused."""
+    resume; a run of another model or data is refused. A folder with ``final.json`` but no checkpoint holds an
+    ended run's records, kept from the machine that trained it (``scripts/claims.py`` puts them back): its
+    ``final.json`` is taken as it is when its config is this one; asked to train it further, it is refused, never
+    cleared."""
     from memread.experiment import ANY_ON_RESUME, final_evaluation, read_run_config, resume_run, start_run
 
     run_dir = Path(run_dir)
-    if (run_dir / "checkpoint_last.pt").exists():
+    checkpoint = (run_dir / "checkpoint_last.pt").exists()
+    final = run_dir / "final.json"
+    if checkpoint or final.is_file():
         diff = _differences(read_run_config(run_dir), cfg)
         other = [k for k in diff if not k.startswith("train.")]
         if other:
             raise MemreadError(f"{run_dir}: holds a run of another config ({other[0]} differs); choose another "
                                f"--run-root or remove that folder. Nothing was changed")
-        if all(k in ANY_ON_RESUME for k in diff) and (run_dir / "final.json").is_file():
-            log(f"{run_dir}: finished before; taking its final.json")
-            return json.loads((run_dir / "final.json").read_text(encoding="utf-8"))
+        if all(k in ANY_ON_RESUME for k in diff) and final.is_file():
+            log(f"{run_dir}: finished before{'' if checkpoint else ' (trained elsewhere)'}; taking its final.json")
+            return json.loads(final.read_text(encoding="utf-8"))
+        if not checkpoint:
+            wanted = ", ".join(f"{k}={override_value(v)}" for k, v in diff.items() if k not in ANY_ON_RESUME)
+            raise MemreadError(f"{run_dir}: holds an ended run's records (final.json) without its checkpoints "
+                               f"(trained elsewhere?), so it cannot train on with {wanted}; reproduce it with the "
+                               f"settings it was trained with, or choose another --run-root. Nothing was changed")
         log(f"{run_dir}: resuming from checkpoint_last.pt")
         trainer = resume_run(run_dir, root, [f"{k}={override_value(v)}" for k, v in diff.items()])
     else:
@@ -790,6 +800,17 @@ def train_seed(cfg: Any, run_dir: Path, root: Path, log: Callable[[str], None]) 
     with trainer:
         trainer.fit()
         return final_evaluation(run_dir, root, progress=trainer.cfg.train.progress, device=str(trainer.device))
+
+
+def _loop(run_dir: Path) -> dict:
+    """The training loop's state of a run folder: from ``checkpoint_last.pt``, or, where the checkpoints stayed on
+    the machine that trained it, from the loop state its unit record kept (an empty dict without either)."""
+    from memread.training.checkpoint import loop_state
+    from memread.training.units import recorded_loop
+
+    if (Path(run_dir) / "checkpoint_last.pt").is_file():
+        return loop_state(run_dir)
+    return recorded_loop(Path(run_dir)) or {}
 
 
 def _budget(loop: dict, cfg: Any) -> str:
@@ -816,7 +837,6 @@ def reproduce(row_id: str, seeds: int = 1, run_root: str | os.PathLike = "runs/r
     A row without a config or without its data is refused with one line, before anything runs."""
     from memread.config import load_experiment
     from memread.data.root import data_root as resolve_root
-    from memread.training.checkpoint import loop_state
 
     log = log or (lambda text: print(text, file=sys.stderr))
     table = rows() if table is None else table
@@ -848,7 +868,7 @@ def reproduce(row_id: str, seeds: int = 1, run_root: str | os.PathLike = "runs/r
         t0 = time.perf_counter()
         finals[s] = train_seed(cfg, run_dir, root, log)
         walls[s] = time.perf_counter() - t0
-        budgets[s] = _budget(loop_state(run_dir), cfg)
+        budgets[s] = _budget(_loop(run_dir), cfg)
     wall = time.perf_counter() - t_all
 
     def paper_value(metric: str, split: str) -> float | None:
