@@ -274,8 +274,10 @@ def test_reproduce_takes_an_ended_run_kept_without_checkpoints_and_never_clears_
     assert code == 0, err
     assert err.count("finished before (trained elsewhere); taking its final.json") == 2
     again = reproduce.load_results(tmp / "results.jsonl")[len(first):]
-    assert [(r["split"], r.get("seed"), r["value"], r["budget"]) for r in again] == [
-        (r["split"], r.get("seed"), r["value"], r["budget"]) for r in first]
+    # the same numbers, budgets and cost (the seconds its training took, not this call's moment)
+    assert [(r["split"], r.get("seed"), r["value"], r["budget"], r["wall_s"]) for r in again] == [
+        (r["split"], r.get("seed"), r["value"], r["budget"], r["wall_s"]) for r in first]
+    assert again[0]["wall_s"] == pytest.approx(again[1]["wall_s"] + again[2]["wall_s"], abs=0.11)
     assert re.search(r"^3 steps, [\d,]+ tokens \(epoch 1 of 1; max_steps 3, stopped: max_steps\)$", again[1]["budget"])
     code, out, err = run_cli(capsys, *args[:-1], "train.max_steps=5")
     assert code == 2 and out == "" and err.splitlines()[-1].startswith("memread: error: ")

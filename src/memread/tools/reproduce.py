@@ -833,7 +833,9 @@ def reproduce(row_id: str, seeds: int = 1, run_root: str | os.PathLike = "runs/r
     """Train ``row_id``'s config with seeds 1..``seeds`` in ``RUN_ROOT/ROW_ID/seedS`` (each resumed where a run is
     there), evaluate the best checkpoint of each on valid and test, and append to the results file, for every
     metric the row and its siblings report and both splits: one line with the mean over seeds (``seeds``,
-    ``per_seed``, ``std`` with several), then one line per seed (with ``seed``). Returns the appended lines.
+    ``per_seed``, ``std`` with several), then one line per seed (with ``seed``). ``wall_s`` is what training cost:
+    a seed's wall seconds over every resume (a run taken as it is cost those, not this call's moment), their sum on
+    the mean line. Returns the appended lines.
     A row without a config or without its data is refused with one line, before anything runs."""
     from memread.config import load_experiment
     from memread.data.root import data_root as resolve_root
@@ -861,15 +863,17 @@ def reproduce(row_id: str, seeds: int = 1, run_root: str | os.PathLike = "runs/r
                + (f" --device {device}" if device else ""))
 
     finals, walls, budgets = {}, {}, {}
-    t_all = time.perf_counter()
     for s, cfg in configs.items():
         run_dir = Path(run_root) / row.id / f"seed{s}"
         log(f"== {row.id}: seed {s} of {seeds} in {run_dir}")
         t0 = time.perf_counter()
         finals[s] = train_seed(cfg, run_dir, root, log)
-        walls[s] = time.perf_counter() - t0
-        budgets[s] = _budget(_loop(run_dir), cfg)
-    wall = time.perf_counter() - t_all
+        loop = _loop(run_dir)
+        # what the seed cost: its training's wall seconds over every resume (a run taken as it is, or trained
+        # elsewhere, cost that, not this call's moment), else this call's time
+        walls[s] = loop.get("seconds_trained") or time.perf_counter() - t0
+        budgets[s] = _budget(loop, cfg)
+    wall = sum(walls.values())
 
     def paper_value(metric: str, split: str) -> float | None:
         for r in group:
