@@ -157,6 +157,20 @@ def test_best_recorded_picks_the_best_line_of_the_row():
     got = best_recorded(acc, [*two, mean], [acc])
     assert (got.value, got.seeds, got.std) == (71.0, (1, 2, 3), 1.5)
     assert best_recorded(acc, [mean, {**mean, "value": 73.0, "seeds": [1, 2]}], [acc]).value == 73.0
+    # ... but not where it is part of a larger sample: seeds 1-3 again among ten, the ten stand for them
+    three = {**mean, "value": 72.0, "per_seed": [72.5, 71.0, 72.5]}
+    ten = {**mean, "value": 70.5, "seeds": list(range(1, 11)), "per_seed": [72.5, 71.0, 72.5, *[70.0] * 7]}
+    assert best_recorded(acc, [three, ten], [acc]).seeds == tuple(range(1, 11))
+    assert best_recorded(acc, [ten, three], [acc]).value == 70.5
+    other_runs = {**ten, "per_seed": [72.0, *ten["per_seed"][1:]]}  # seed 1 is another run: not the same sample
+    assert best_recorded(acc, [three, other_runs], [acc]).value == 72.0
+    assert best_recorded(acc, [three, {**ten, "experiment": "b"}], [replace(acc, experiments=("a", "b"))]).value == 72.0
+    # the same recipe (memread reproduce's command but for --seeds) over more seeds stands for seeds trained again
+    cmd = "memread reproduce a --seeds {} --run-root runs --set train.epochs=15"
+    again = {**three, "command": cmd.format(3), "per_seed": [73.0, 72.0, 72.5], "value": 72.5}
+    assert best_recorded(acc, [again, {**other_runs, "command": cmd.format(10)}], [acc]).value == 70.5
+    longer = {**other_runs, "command": cmd.format(10).replace("15", "30")}  # another recipe: both stand
+    assert best_recorded(acc, [again, longer], [acc]).value == 72.5
     # lines appended under the row's own id count; dataset_match narrows only the named experiments
     own = {"experiment": "t-ppl", "split": "test", "metric": "ppl", "value": 105.0, "dataset": "d"}
     narrowed = replace(row, dataset_match="cloze NE ")

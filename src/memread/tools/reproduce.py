@@ -30,7 +30,9 @@ row lists and the lines ``memread reproduce ROW_ID`` appends under the row's own
 from __future__ import annotations
 
 import json
+import math
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -543,12 +545,14 @@ def best_recorded(row: Row, results: Iterable[dict], table: Sequence[Row] | None
     A line with a ``seed`` key is one seed of a ``memread reproduce`` run, whose mean line stands for it, so it is
     skipped. A mean over several seeds comes first (one seed's number may be a lucky draw, and the claims are
     judged on means); among lines with or among lines without several seeds, best is the highest value (the
-    lowest for perplexity and MSE); a tie goes to the later line. The std is the line's ``std``, else the sample
-    std of its ``per_seed`` values when there are several.
+    lowest for perplexity and MSE); a tie goes to the later line. A mean that a mean over more seeds of the same
+    runs or the same ``memread reproduce`` recipe includes (:func:`_part_of`) stands aside for that larger
+    sample, however it compares. The std is the line's ``std``, else the sample std of its
+    ``per_seed`` values when there are several.
     """
     named = set(row.experiments)
     own = {r.id for r in siblings(row, table)}
-    best: tuple[tuple[bool, float], dict] | None = None
+    lines = []
     for rec in results:
         exp = rec.get("experiment")
         if exp not in named and exp not in own:
@@ -557,9 +561,13 @@ def best_recorded(row: Row, results: Iterable[dict], table: Sequence[Row] | None
             continue
         if rec.get("metric") != row.metric or rec.get("split") != row.split or "seed" in rec:
             continue
-        value = rec.get("value")
-        if not is_number(value):
+        if is_number(rec.get("value")):
+            lines.append(rec)
+    best: tuple[tuple[bool, float], dict] | None = None
+    for rec in lines:
+        if any(_part_of(rec, other) for other in lines):
             continue
+        value = rec.get("value")
         seeds = rec.get("seeds")
         several = isinstance(seeds, list) and len(seeds) >= 2
         key = (several, value if row.higher_is_better else -value)
@@ -576,6 +584,33 @@ def best_recorded(row: Row, results: Iterable[dict], table: Sequence[Row] | None
     commit = rec.get("commit")
     return Recorded(rec["experiment"], float(rec["value"]), float(std) if std is not None else None, seeds,
                     str(commit) if commit else None, budget, str(rec.get("dataset", "")))
+
+
+def _seed_values(rec: dict) -> dict[int, float] | None:
+    """``{seed: value}`` of a mean line with its ``seeds`` and ``per_seed`` (None for another line)."""
+    seeds, values = rec.get("seeds"), rec.get("per_seed")
+    if not (isinstance(seeds, list) and isinstance(values, list) and len(seeds) == len(values) >= 2):
+        return None
+    return dict(zip(seeds, values))
+
+
+def _recipe(rec: dict) -> str | None:
+    """A ``memread reproduce`` line's command without its ``--seeds N``: the row and the settings it trained."""
+    command = str(rec.get("command") or "")
+    return re.sub(r" --seeds \d+", "", command) if command.startswith("memread reproduce ") else None
+
+
+def _part_of(rec: dict, other: dict) -> bool:
+    """Whether ``other``'s mean, over more seeds, stands for ``rec``'s: the same experiment, and either each of
+    ``rec``'s seeds among ``other``'s with the same value (the same runs, recorded again) or the same ``memread
+    reproduce`` recipe (the same seeds trained again, on another machine say, and more beside them)."""
+    mine, theirs = _seed_values(rec), _seed_values(other)
+    if mine is None or theirs is None or rec.get("experiment") != other.get("experiment") or len(theirs) <= len(mine):
+        return False
+    if _recipe(rec) is not None and _recipe(rec) == _recipe(other) and set(mine) <= set(theirs):
+        return True
+    return all(s in theirs and is_number(v) and is_number(theirs[s]) and math.isclose(v, theirs[s], abs_tol=1e-4)
+               for s, v in mine.items())
 
 
 def verdict(row: Row, best: Recorded | None) -> str:
