@@ -328,8 +328,9 @@ ROWS: list[Row] = [
     *_sst("nse-t3", "nse", "Table 3", "paragraph-vector", "Paragraph Vector [24]", 48.7, 87.8),
     *_sst("nse-t3", "nse", "Table 3", "cnn-mc", "CNN-MC [28]", 47.4, 88.1),
     *_sst("nse-t3", "nse", "Table 3", "drnn", "DRNN [29]", 49.8, 86.6),
+    # the 2-layer LSTM of Tai et al., as in LSTMN Table 2: the same config, its runs recorded under that row's id
     *_sst("nse-t3", "nse", "Table 3", "lstm-2layer", "Two-layer LSTMs [30]", 46.0, 86.3, f"{_SST}/lstm2-fine.toml",
-          f"{_SST}/lstm2-binary.toml"),
+          f"{_SST}/lstm2-binary.toml", ["lstmn-t2-sst-fine-lstm-2layer"], ["lstmn-t2-sst-binary-lstm-2layer"]),
     *_sst("nse-t3", "nse", "Table 3", "bilstm", "Bidirectional LSTMs [30]", 49.1, 87.5, f"{_SST}/bilstm-fine.toml",
           f"{_SST}/bilstm-binary.toml"),
     *_sst("nse-t3", "nse", "Table 3", "ct-lstm", "CT-LSTM [30]", 51.0, 88.0),
