@@ -359,15 +359,13 @@ def run_budget(run_dir) -> dict | None:
     a folder without either (a model archive)."""
     from pathlib import Path
 
-    from memread.training.checkpoint import loop_state
     from memread.training.loop import valid_records
-    from memread.training.units import recorded_loop
+    from memread.training.units import run_loop
 
     run_dir = Path(run_dir)
     if not (run_dir / "metrics.jsonl").is_file():
         return None
-    # a folder whose checkpoints stayed on the machine that trained it: the loop state its unit record kept
-    loop = loop_state(run_dir) if (run_dir / "checkpoint_last.pt").is_file() else recorded_loop(run_dir)
+    loop = run_loop(run_dir)  # a folder whose checkpoints stayed elsewhere: the loop state its unit record kept
     valid = valid_records(run_dir)
     if loop is None or not valid:
         return None

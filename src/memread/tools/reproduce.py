@@ -838,17 +838,6 @@ def train_seed(cfg: Any, run_dir: Path, root: Path, log: Callable[[str], None]) 
         return final_evaluation(run_dir, root, progress=trainer.cfg.train.progress, device=str(trainer.device))
 
 
-def _loop(run_dir: Path) -> dict:
-    """The training loop's state of a run folder: from ``checkpoint_last.pt``, or, where the checkpoints stayed on
-    the machine that trained it, from the loop state its unit record kept (an empty dict without either)."""
-    from memread.training.checkpoint import loop_state
-    from memread.training.units import recorded_loop
-
-    if (Path(run_dir) / "checkpoint_last.pt").is_file():
-        return loop_state(run_dir)
-    return recorded_loop(Path(run_dir)) or {}
-
-
 def _budget(loop: dict, cfg: Any) -> str:
     T = cfg.train
     steps, stopped = loop.get("global_step"), loop.get("stopped")
@@ -875,6 +864,7 @@ def reproduce(row_id: str, seeds: int = 1, run_root: str | os.PathLike = "runs/r
     A row without a config or without its data is refused with one line, before anything runs."""
     from memread.config import load_experiment
     from memread.data.root import data_root as resolve_root
+    from memread.training.units import run_loop
 
     log = log or (lambda text: print(text, file=sys.stderr))
     table = rows() if table is None else table
@@ -904,7 +894,7 @@ def reproduce(row_id: str, seeds: int = 1, run_root: str | os.PathLike = "runs/r
         log(f"== {row.id}: seed {s} of {seeds} in {run_dir}")
         t0 = time.perf_counter()
         finals[s] = train_seed(cfg, run_dir, root, log)
-        loop = _loop(run_dir)
+        loop = run_loop(run_dir) or {}
         # what the seed cost: its training's wall seconds over every resume (a run taken as it is, or trained
         # elsewhere, cost that, not this call's moment), else this call's time
         walls[s] = loop.get("seconds_trained") or time.perf_counter() - t0

@@ -32,7 +32,7 @@ from memread.training.clock import PausableClock
 from memread.training.distributed import (Placement, combine_loss, gather, on_main, resolve_device, rng_state,
                                           set_rng_state, sum_over_processes, to_device)
 from memread.training.optim import PlateauSchedule, build_optimizer
-from memread.training.units import recorded_loop
+from memread.training.units import run_loop
 
 
 AMP_DTYPES = {"32": None, "bf16-mixed": torch.bfloat16, "16-mixed": torch.float16}
@@ -196,9 +196,7 @@ def record_files(run_dir: Path) -> list[Path]:
     units = sorted(run_dir.glob("units-*.npz"))
     if not (run_dir / "final.json").is_file() or not units:
         return []
-    # the checkpoint's loop state, else the one its unit record kept (a run whose checkpoints stayed elsewhere)
-    last = run_dir / "checkpoint_last.pt"
-    loop = (load_checkpoint(last).get("loop") if last.is_file() else recorded_loop(run_dir)) or {}
+    loop = run_loop(run_dir) or {}  # the checkpoint's, or its unit record's (checkpoints stayed elsewhere)
     if not (loop.get("finished") and loop.get("stopped") in ENDED):
         return []
     names = ("config.json", "metrics.jsonl", "vocab.json", "final.json")

@@ -141,3 +141,11 @@ def recorded_loop(run_dir: Path) -> dict[str, Any] | None:
         if path.is_file():
             return load_record(path)[0].get("loop") or None
     return None
+
+
+def run_loop(run_dir: Path) -> dict[str, Any] | None:
+    """A run folder's loop state: its ``checkpoint_last.pt``'s, else, where its checkpoints stayed on the machine
+    that trained it, the one its unit record kept (:func:`recorded_loop`); None without either."""
+    if (Path(run_dir) / "checkpoint_last.pt").is_file():
+        return loop_state(run_dir)
+    return recorded_loop(Path(run_dir))
