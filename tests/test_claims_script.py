@@ -745,3 +745,14 @@ def test_unpack_puts_each_device_calls_runs_in_place_where_they_got_further(tmp_
     bad.mkdir()
     (bad / "runs.tgz").write_bytes(b"not a tar")
     assert claims.unpack([bad]) == 1 and "call3: its runs.tgz" in capsys.readouterr().err
+
+
+def test_the_ten_seed_claims_are_their_base_claims_lstmn_vs_lstm_pair_at_ten_seeds():
+    for name in ("sst-fine", "sst-binary", "sst-binary-2layer", "sst-fine-2layer"):
+        base, ten = claims.CLAIMS[name], claims.CLAIMS[f"{name}-10seeds"]
+        pair = next(c for c in base.compare if c[2] == "lstmn-vs-lstm")
+        assert ten.seeds == 10 and ten.compare == [pair] and list(ten.runs) == [pair[0], pair[1]]
+        assert all(ten.runs[label] == base.runs[label] for label in ten.runs)  # the same recipe: seeds 1-3 shared
+        compare = claims.finish_commands(ten)[-1]
+        assert compare[compare.index("--record") + 1] == f"claim-{name}-10seeds-lstmn-vs-lstm"
+        assert compare[compare.index("--seeds") + 1] == "10"
