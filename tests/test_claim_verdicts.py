@@ -62,21 +62,30 @@ def test_a_row_shows_means_over_seeds_the_pooled_interval_and_flags_a_paper_diff
     assert cells[0] == "`sst-fine-lstmn-vs-lstm`" and cells[1] == "accuracy"
     assert cells[2] == "0.4098 ± 0.0145" and cells[3] == "0.4223 ± 0.0028"
     assert cells[4] == "-0.0125 [-0.0240, -0.0008]" and cells[5] == "0.0434" and cells[6] == "0.272"
-    assert cells[8] == "3" and cells[9] == "early stop" and cells[-1] == "does not hold (paper outside)"
+    assert cells[7] == "-" and cells[9] == "3" and cells[10] == "early stop" and cells[-1] == "does not hold (paper outside)"
     # what the runs cost, seed by seed, said as means beside the budget (minutes only where each seed counted them)
     cost = {"a": [{"tokens": 8_000_000, "train_s": 2400.0}, {"tokens": 10_000_000, "train_s": 2520.0}],
             "b": [{"tokens": 9_000_000, "train_s": None}, {"tokens": 9_000_000, "train_s": 700.0}]}
     row = claims_markdown([{**rec, "cost": cost}])[-1]
     cells = [c.strip() for c in row.strip("|").split("|")]
-    assert cells[9] == "early stop; cost a seed: A 41 min, 9.0M tokens; B 9.0M tokens"
+    assert cells[10] == "early stop; cost a seed: A 41 min, 9.0M tokens; B 9.0M tokens"
     # a run that crossed devices (begun on a lent GPU, finished on a CPU): its minutes on each beside the sum
     crossed = {"a": [{"tokens": 8_000_000, "train_s": 3600.0, "train_s_by_device": {"cuda": 480.0, "cpu": 3120.0}}],
                "b": [{"tokens": 9_000_000, "train_s": 600.0}]}
     row = claims_markdown([{**rec, "cost": crossed}])[-1]
     cells = [c.strip() for c in row.strip("|").split("|")]
-    assert cells[9] == "early stop; cost a seed: A 60 min (52 cpu + 8 cuda), 8.0M tokens; B 10 min, 9.0M tokens"
+    assert cells[10] == "early stop; cost a seed: A 60 min (52 cpu + 8 cuda), 8.0M tokens; B 10 min, 9.0M tokens"
     inside = claims_markdown([{**rec, "paper_value": -0.01}])[-1]
     assert inside.rstrip(" |").endswith("holds")
+    # the bootstrap over seeds and units beside it: where it does not find the gap the verdict rests on, it says so
+    row = claims_markdown([{**rec, "seeds_units_p_value": 0.21, "seeds_units_ci_95": [-0.03, 0.004]}])[-1]
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    assert cells[7] == "0.21" and cells[-1] == "does not hold (paper outside) (not across seeds: p = 0.21)"
+    row = claims_markdown([{**rec, "seeds_units_p_value": 0.03}])[-1]
+    assert row.rstrip(" |").endswith("does not hold (paper outside)")  # found across seeds too: nothing to add
+    row = claims_markdown([{**rec, "pooled_p_value": 0.3, "seeds_units_p_value": 0.5}])[-1]
+    assert row.rstrip(" |").endswith("within noise (paper outside)")  # not significant either way
+    assert claim_verdict({**rec, "seeds_units_p_value": 0.21}) == "does not hold"  # the rule itself is unchanged
 
 
 def test_the_generated_file_holds_the_claims_section():

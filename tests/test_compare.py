@@ -21,7 +21,7 @@ from memread.criteria.lm import LMNLL, LMNLLConfig
 from memread.criteria.translation import TokenNLL
 from memread.errors import MemreadError
 from memread.heads.base import ModelOutput
-from memread.tools.compare import UnitTable, paired_test, pooled
+from memread.tools.compare import UnitTable, paired_test, pooled, seeds_and_units_test
 
 
 def _cases():
@@ -117,6 +117,43 @@ def test_pooled_seeds_give_the_mean_accuracy_and_refuse_other_units():
         pooled([seeds[0], _accuracy_table([1, 0, 1])])
 
 
+def test_the_seeds_and_units_bootstrap_draws_seeds_by_their_share():
+    """One unit, so only the seeds are drawn: A's two seeds got it right and wrong, B's both wrong. A draws both
+    seeds right (1/4), one of each (1/2) or both wrong (1/4): a difference <= 0 a quarter of the time, p = 0.5."""
+    a = [_accuracy_table([1]), _accuracy_table([0])]
+    b = [_accuracy_table([0]), _accuracy_table([0])]
+    r = seeds_and_units_test(a, b, accuracy, "accuracy", resamples=20_000)
+    assert r.difference == pytest.approx(0.5) and r.p_value == pytest.approx(0.5, abs=0.02)
+    assert (r.ci_low, r.ci_high) == (0.0, 1.0) and (r.seeds_a, r.seeds_b, r.units) == (2, 2, 1)
+
+
+def test_the_seeds_and_units_bootstrap_sees_the_spread_between_seeds_that_the_pooled_test_does_not():
+    rng = np.random.default_rng(3)
+    U = 2000
+
+    def seed(p: float) -> UnitTable:
+        return _accuracy_table(rng.random(U) < p)
+
+    # A's seeds spread from 0.5 to 0.9 (mean 0.7), B's sit at 0.65: on the units, the pooled A is clearly ahead
+    a, b = [seed(0.5), seed(0.7), seed(0.9)], [seed(0.64), seed(0.65), seed(0.66)]
+    pool = paired_test(pooled(a), pooled(b), accuracy, "accuracy", True, resamples=2000)
+    both = seeds_and_units_test(a, b, accuracy, "accuracy", resamples=2000)
+    assert both.difference == pytest.approx(pool.difference) and pool.p_value < 0.01
+    assert both.p_value > 0.2 and both.ci_low < 0 < both.ci_high and both.ci_high - both.ci_low > 0.15
+    # seeds alike (the same table thrice): only the units vary, as in the paired bootstrap of the pooled tables
+    same_a, same_b = [a[1]] * 3, [b[1]] * 3
+    pool = paired_test(pooled(same_a), pooled(same_b), accuracy, "accuracy", True, resamples=4000)
+    both = seeds_and_units_test(same_a, same_b, accuracy, "accuracy", resamples=4000)
+    assert both.difference == pytest.approx(pool.difference) and both.p_value < 0.01
+    assert both.ci_low == pytest.approx(pool.ci_low, abs=0.006) and both.ci_high == pytest.approx(pool.ci_high, abs=0.006)
+    with pytest.raises(MemreadError, match="A has 1 seed"):
+        seeds_and_units_test(a[:1], b, accuracy, "accuracy")
+    with pytest.raises(MemreadError, match="B seed 1 has 2000 units and B seed 2 2"):
+        seeds_and_units_test(a, [b[0], _accuracy_table([1, 0])], accuracy, "accuracy")
+    with pytest.raises(MemreadError, match="no metric 'map'"):
+        seeds_and_units_test(a, b, accuracy, "map")
+
+
 def test_tables_of_different_units_are_refused():
     a = _accuracy_table([1, 0, 1])
     with pytest.raises(MemreadError, match="3 units and B 2"):
@@ -194,6 +231,10 @@ def test_memread_compare_seeds_of_two_models(tmp_path, fixtures, monkeypatch):
     # MAP pooled over seeds: each question's AP summed over the seeds, so the mean of the seeds' MAPs
     assert got["pooled"]["a"] == pytest.approx(got["seeds"]["a"]["mean"])
     assert got["pooled"]["b"] == pytest.approx(got["seeds"]["b"]["mean"])
+    # seeds and units resampled together: the same pooled difference, its own interval and p
+    both = got["seeds_and_units"]
+    assert both["difference"] == pytest.approx(got["pooled"]["difference"]) and 0 < both["p_value"] <= 1
+    assert both["ci_low"] <= both["ci_high"] and (both["seeds_a"], both["seeds_b"]) == (2, 2)
     one = _memread("compare", tmp_path / "lstm" / "seed2", tmp_path / "siamese" / "seed2", "--resamples", "300",
                    data_root=fixtures)
     plain = json.loads(one.stdout.strip().splitlines()[-1])
@@ -208,6 +249,8 @@ def test_memread_compare_seeds_of_two_models(tmp_path, fixtures, monkeypatch):
     assert rec["dataset"] == "wikiqa" and rec["split"] == "test" and rec["seeds"] == [1, 2]
     assert rec["value"] == pytest.approx(got["seeds"]["difference"], abs=1e-6)
     assert rec["pooled_p_value"] == pytest.approx(got["pooled"]["p_value"], abs=1e-6)
+    assert rec["seeds_units_p_value"] == pytest.approx(both["p_value"], abs=1e-6)
+    assert rec["seeds_units_ci_95"] == pytest.approx([both["ci_low"], both["ci_high"]], abs=1e-6)
     assert rec["command"].startswith("memread compare ") and "--seeds 2" in rec["command"]
     # how each run ended: its 6-step cap, after two epochs of three steps (whether it converged: the test below)
     assert rec["budget"].count("step cap at 2 epochs (best ") in (2, 3, 4) and rec["budget"].startswith("A: ")

@@ -24,6 +24,14 @@ each test unit's statistics summed over the seeds) and Welch's t-test of the see
 
 The paper's difference outside our 95 % interval is flagged beside the verdict: a difference that large would
 have been seen.
+
+The pooled paired test takes the trained models as given: it asks whether *these* models differ on the test set,
+not whether training one architecture gives better models than training the other. Lines recorded with several
+seeds since session 35 also hold a bootstrap over seeds and units together (``seeds_units_p_value``,
+``seeds_units_ci_95``: :func:`memread.tools.compare.seeds_and_units_test`), which asks the second question. It
+does not change the verdict (lines recorded before it, whose runs were not kept, have none, and the rule stays one
+rule for the whole table); where the verdict rests on p < 0.05 and this p is not below 0.05, the verdict says so:
+*(not across seeds: p = ...)*, the gap being one the seeds' own spread could make.
 """
 
 from __future__ import annotations
@@ -90,6 +98,17 @@ def settled_early(rec: dict) -> bool:
     diff = float(rec["value"])
     leader = "A" if (diff > 0) == higher else "B"
     return p < SIGNIFICANCE and diff != 0 and all(side == leader for side in sides)
+
+
+def across_seeds(rec: dict) -> str:
+    """" (not across seeds: p = 0.21)" where the verdict rests on a significant pooled paired test but the bootstrap
+    over seeds and units (recorded with several seeds) does not find the gap; "" otherwise (module doc)."""
+    q, p = rec.get("seeds_units_p_value"), _p(rec)
+    if not is_number(q) or p is None or p >= SIGNIFICANCE or q < SIGNIFICANCE:
+        return ""
+    if claim_verdict(rec) not in ("holds", "does not hold"):
+        return ""
+    return f" (not across seeds: p = {q:.2g})"
 
 
 def claim_verdict(rec: dict) -> str:
@@ -163,12 +182,14 @@ def claims_markdown(results: Iterable[dict]) -> list[str]:
         "sign, or any p < 0.05 where the paper has the models level; **within noise**: p >= 0.05 (level claims: "
         "holds); **not converged**: a model stopped far from its best, no verdict, unless only the model already ahead "
         "(p < 0.05) was still improving, so the gap could only widen (*settled*). *(paper outside)*: the paper's "
-        "difference lies outside our 95 % interval. As a picture: `results/claims.png` (`memread reproduce list "
+        "difference lies outside our 95 % interval. *(not across seeds)*: the verdict's p < 0.05, but the bootstrap over "
+        "seeds and units together (`seeds & units p`, recorded where the runs were kept; it judges the training "
+        "procedures, the paired test the trained models) does not find the gap. As a picture: `results/claims.png` (`memread reproduce list "
         "--plot results/claims.png`).",
         "",
-        "| claim (A vs B) | metric | A | B | A - B [95 % interval] | paired p | Welch p (seeds) | paper A - B | seeds "
-        "| budget | commit | verdict |",
-        "|---|---|---:|---:|---|---:|---:|---:|---:|---|---|---|",
+        "| claim (A vs B) | metric | A | B | A - B [95 % interval] | paired p | Welch p (seeds) | seeds & units p "
+        "| paper A - B | seeds | budget | commit | verdict |",
+        "|---|---|---:|---:|---|---:|---:|---:|---:|---:|---|---|---|",
     ]
     for rec in claim_records(results):
         diff, ci, p, paper = float(rec["value"]), _interval(rec), _p(rec), rec.get("paper_value")
@@ -180,15 +201,17 @@ def claims_markdown(results: Iterable[dict]) -> list[str]:
             verdict += " (paper outside)"
         if settled_early(rec):
             verdict += f" (settled: only {' and '.join(rec['still_improving'])}, ahead, still improving)"
+        verdict += across_seeds(rec)
         budget = str(rec.get("budget") or BUDGETS.get(rec["experiment"], "-"))
         cost = cost_text(rec.get("cost"))
         budget = f"{budget}; {cost}" if cost else budget
-        welch = rec.get("welch_p")
+        welch, both = rec.get("welch_p"), rec.get("seeds_units_p_value")
         cells = [f"`{rec['experiment'][len(CLAIM_PREFIX):]}`", str(rec["metric"]).removesuffix("_difference"),
                  _side(rec.get("a"), rec.get("mean_a"), rec.get("std_a")),
                  _side(rec.get("b"), rec.get("mean_b"), rec.get("std_b")),
                  _signed(diff) + interval, f"{p:.3g}" if p is not None else "-",
-                 f"{welch:.3g}" if is_number(welch) else "-", _signed(paper) if is_number(paper) else "-", str(n),
+                 f"{welch:.3g}" if is_number(welch) else "-", f"{both:.3g}" if is_number(both) else "-",
+                 _signed(paper) if is_number(paper) else "-", str(n),
                  budget, str(rec.get("commit") or "-"), verdict]
         lines.append("| " + " | ".join(map(cell, cells)) + " |")
     return lines

@@ -17,8 +17,9 @@ The tests resample units, never tokens or candidates within a unit:
 
 With ``--seeds N`` (:func:`compare_seeds`) the two runs are folders of seeds (``ROOT/seed1`` ..), as
 ``memread reproduce`` trains them: the paired tests of each seed pair, the paired test of the seeds pooled
-(each unit's statistics summed over the seeds), and Welch's t-test of the seeds' values, which is the only
-one of the three that sees the variation from training itself.
+(each unit's statistics summed over the seeds), Welch's t-test of the seeds' values, and a bootstrap over seeds
+and units together (:func:`seeds_and_units_test`); the last two see the variation from training itself, the
+pooled test takes the trained models as given.
 
 Both use the metric exactly as the criterion computes it (MAP as the mean of per-question AP, perplexity
 as ``exp`` of the summed NLL over the summed tokens), so the observed difference is the one the two
@@ -284,6 +285,75 @@ def pooled(tables: list[UnitTable]) -> UnitTable:
     return UnitTable(first.keys, np.sum([t.values for t in tables], axis=0))
 
 
+@dataclass
+class SeedsUnitsResult:
+    """The two-level bootstrap of :func:`seeds_and_units_test`: the pooled difference, its interval and p-value."""
+
+    metric: str
+    difference: float  # metric(A's seeds pooled) - metric(B's seeds pooled), as the pooled paired test's
+    ci_low: float
+    ci_high: float
+    confidence: float
+    p_value: float  # two-sided: twice the smaller share of resampled differences on either side of 0
+    seeds_a: int
+    seeds_b: int
+    units: int
+    resamples: int
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def seeds_and_units_test(tables_a: list[UnitTable], tables_b: list[UnitTable], summarize: Summarize, metric: str,
+                         resamples: int = 10_000, confidence: float = 0.95, seed: int = 0) -> SeedsUnitsResult:
+    """A hierarchical (two-level) bootstrap of ``metric(A) - metric(B)`` over the seeds of each model and the test
+    units: each resample draws A's seeds with replacement, B's seeds with replacement (independently: seed s of
+    one model shares nothing with seed s of the other but a number), and the units with replacement (one draw for
+    every run: the units stay paired), and pools the drawn seeds' statistics on the drawn units (a seed or unit
+    drawn twice counts twice). Where the pooled paired test (:func:`paired_test` of :func:`pooled` tables) takes
+    the trained models as given and asks whether they differ on this test set, this asks whether the two
+    *training procedures* differ: the spread between seeds enters the interval. With few seeds it is crude (the
+    bootstrap's variance over ``n`` seeds is ``(n - 1) / n`` of the seeds' own; 3 seeds give 10 distinct draws),
+    so it reads beside the per-seed Welch test, not instead of it.
+
+    Percentile interval; the two-sided p-value is twice the smaller share of resampled differences at or beyond 0
+    on either side (each share counted as ``(k + 1) / (resamples + 1)``), at most 1."""
+    for name, tables in (("A", tables_a), ("B", tables_b)):
+        if len(tables) < 2:
+            raise MemreadError(f"{name} has {len(tables)} seed(s): a bootstrap over seeds needs at least 2 of each")
+        for i, t in enumerate(tables[1:], 2):
+            check_paired(tables[0], t, (f"{name} seed 1", f"{name} seed {i}"))
+    check_paired(tables_a[0], tables_b[0], ("A", "B"))
+    if metric not in summarize(tables_a[0].sums()):
+        raise MemreadError(f"no metric {metric!r}; this criterion reports {', '.join(summarize(tables_a[0].sums()))}")
+    A = np.stack([t.values for t in tables_a]).astype(np.float64)  # (n_A, U, K)
+    B = np.stack([t.values for t in tables_b]).astype(np.float64)
+    U, keys = A.shape[1], tables_a[0].keys
+    rng = np.random.default_rng(seed)
+
+    def metric_of(totals: np.ndarray) -> np.ndarray:  # (R, K) -> (R,)
+        return np.array([summarize(dict(zip(keys, t.tolist())))[metric] for t in totals])
+
+    observed = float(metric_of(A.sum(axis=(0, 1))[None])[0] - metric_of(B.sum(axis=(0, 1))[None])[0])
+    diffs = []
+    chunk = max(1, min(resamples, 4_000_000 // (U * max(len(A), len(B)))))
+    for start in range(0, resamples, chunk):
+        n = min(chunk, resamples - start)
+        units = rng.multinomial(U, np.full(U, 1.0 / U), size=n).astype(np.float64)  # (n, U): each unit's draws
+        sides = []
+        for T in (A, B):
+            picks = rng.multinomial(len(T), np.full(len(T), 1.0 / len(T)), size=n).astype(np.float64)  # (n, seeds)
+            per_seed = np.einsum("nu,suk->nsk", units, T)  # each seed's statistics on the drawn units
+            sides.append(metric_of(np.einsum("ns,nsk->nk", picks, per_seed)))
+        diffs.append(sides[0] - sides[1])
+    d = np.concatenate(diffs)
+    alpha = 1.0 - confidence
+    low, high = np.quantile(d, [alpha / 2, 1 - alpha / 2])
+    below, above = (np.sum(d <= 0) + 1) / (resamples + 1), (np.sum(d >= 0) + 1) / (resamples + 1)
+    return SeedsUnitsResult(metric, observed, float(low), float(high), confidence, float(min(1.0, 2 * min(below, above))),
+                            len(A), len(B), U, resamples)
+
+
 def compare_seeds(root_a: str, root_b: str, seeds: int, data_root, split: str = "test", checkpoint: str = "best",
                   metric: str | None = None, batch_size: int = 0, device: str = "cpu", resamples: int = 10_000,
                   confidence: float = 0.95, seed: int = 0, progress: bool = False) -> dict:
@@ -295,7 +365,9 @@ def compare_seeds(root_a: str, root_b: str, seeds: int, data_root, split: str = 
       metric, units resampled (it tests the units' variation, not the seeds');
     - ``seeds``: the metric of every seed of each model, their means and sample standard deviations, and
       Welch's t-test of the two sets of seed values (scipy's ``ttest_ind``, ``equal_var=False``): the
-      variation from training itself, which the papers do not report."""
+      variation from training itself, which the papers do not report;
+    - ``seeds_and_units``: :func:`seeds_and_units_test`, the pooled difference with the seeds and the units
+      resampled together: whether the two training procedures differ, on units as the paired test reads them."""
     from pathlib import Path
 
     from scipy import stats
@@ -328,6 +400,8 @@ def compare_seeds(root_a: str, root_b: str, seeds: int, data_root, split: str = 
     per_seed = [{"seed": s, **test(ta, tb, (ra, rb)).to_dict()}
                 for s, ta, tb, ra, rb in zip(range(1, seeds + 1), tables["a"], tables["b"], runs["a"], runs["b"])]
     pool = test(pooled(tables["a"]), pooled(tables["b"]), (root_a, root_b)).to_dict()
+    both = seeds_and_units_test(tables["a"], tables["b"], criterion.summarize, metric, resamples=resamples,
+                                confidence=confidence, seed=seed).to_dict()
     values = {side: [criterion.summarize(t.sums())[metric] for t in tables[side]] for side in ("a", "b")}
     welch = stats.ttest_ind(values["a"], values["b"], equal_var=False)
     summary = {side: {"values": values[side], "mean": float(np.mean(values[side])),
@@ -336,7 +410,7 @@ def compare_seeds(root_a: str, root_b: str, seeds: int, data_root, split: str = 
             "metric": metric, "higher_is_better": criterion.higher_is_better,
             "seeds": {**summary, "difference": summary["a"]["mean"] - summary["b"]["mean"],
                       "welch_t": float(welch.statistic), "welch_p": float(welch.pvalue)},
-            "pooled": pool, "per_seed": per_seed}
+            "pooled": pool, "seeds_and_units": both, "per_seed": per_seed}
 
 
 # why a run stopped (its checkpoint's loop state), as a budget says it
@@ -432,6 +506,10 @@ def result_line(result: dict, experiment: str, dataset: str, command: str, commi
                     mean_b=round(seeds["b"]["mean"], 6), std_b=round(seeds["b"]["std"], 6),
                     welch_p=round(seeds["welch_p"], 6), pooled_p_value=round(pool["p_value"], 6),
                     pooled_ci_95=[round(pool["ci_low"], 6), round(pool["ci_high"], 6)],
+                    **({"seeds_units_p_value": round(result["seeds_and_units"]["p_value"], 6),
+                        "seeds_units_ci_95": [round(result["seeds_and_units"]["ci_low"], 6),
+                                              round(result["seeds_and_units"]["ci_high"], 6)]}
+                       if "seeds_and_units" in result else {}),
                     per_seed_p_values=[round(r["p_value"], 6) for r in result["per_seed"]])
     else:
         line.update(value=round(result["difference"], 6), paper_value=paper_value, commit=commit, command=command,
