@@ -838,6 +838,20 @@ def train_seed(cfg: Any, run_dir: Path, root: Path, log: Callable[[str], None]) 
         return final_evaluation(run_dir, root, progress=trainer.cfg.train.progress, device=str(trainer.device))
 
 
+def _off_config(base: Any, cfg: Any) -> str:
+    """What ``cfg`` changes outside ``[train]`` from the row's own config ``base`` (a smaller reader, say), as
+    "reader.hidden=300 (config: 512), reader.layers=1 (config: 3)"; "" where nothing is changed. A number trained so
+    is not the config's model, and its budget says so wherever the table shows it."""
+    before = json.loads(base.to_json())
+    out = []
+    for key, value in _differences(base, cfg).items():
+        if key.startswith("train."):
+            continue
+        section, name = key.split(".", 1)
+        out.append(f"{key}={override_value(value)} (config: {override_value(before.get(section, {}).get(name))})")
+    return ", ".join(out)
+
+
 def _budget(loop: dict, cfg: Any) -> str:
     T = cfg.train
     steps, stopped = loop.get("global_step"), loop.get("stopped")
@@ -879,6 +893,7 @@ def reproduce(row_id: str, seeds: int = 1, run_root: str | os.PathLike = "runs/r
     path = config_path(row)
     extra = list(overrides) + ([f"train.device={json.dumps(device)}"] if device else [])
     configs = {s: load_experiment(path, [*extra, f"train.seed={s}"]) for s in range(1, seeds + 1)}  # all checked first
+    off = _off_config(load_experiment(path, []), configs[1])
     group = siblings(row, table)
     metrics = list(dict.fromkeys(r.metric for r in group))
     root = resolve_root(data_root)
@@ -898,7 +913,7 @@ def reproduce(row_id: str, seeds: int = 1, run_root: str | os.PathLike = "runs/r
         # what the seed cost: its training's wall seconds over every resume (a run taken as it is, or trained
         # elsewhere, cost that, not this call's moment), else this call's time
         walls[s] = loop.get("seconds_trained") or time.perf_counter() - t0
-        budgets[s] = _budget(loop, cfg)
+        budgets[s] = _budget(loop, cfg) + (f"; not the config's model: {off}" if off else "")
     wall = sum(walls.values())
 
     def paper_value(metric: str, split: str) -> float | None:
