@@ -171,6 +171,13 @@ def test_best_recorded_picks_the_best_line_of_the_row():
     assert best_recorded(acc, [again, {**other_runs, "command": cmd.format(10)}], [acc]).value == 70.5
     longer = {**other_runs, "command": cmd.format(10).replace("15", "30")}  # another recipe: both stand
     assert best_recorded(acc, [again, longer], [acc]).value == 72.5
+    # the same settings in another order are the same recipe
+    two_sets = "memread reproduce a --seeds {} --run-root runs --set train.epochs=15 --set train.patience=3"
+    swapped = "memread reproduce a --seeds {} --run-root runs --set train.patience=3 --set train.epochs=15"
+    again = {**again, "command": two_sets.format(3)}
+    assert best_recorded(acc, [again, {**other_runs, "command": swapped.format(10)}], [acc]).value == 70.5
+    assert best_recorded(acc, [again, {**other_runs, "command": swapped.format(10).replace("=3", "=4")}],
+                         [acc]).value == 72.5
     # lines appended under the row's own id count; dataset_match narrows only the named experiments
     own = {"experiment": "t-ppl", "split": "test", "metric": "ppl", "value": 105.0, "dataset": "d"}
     narrowed = replace(row, dataset_match="cloze NE ")

@@ -33,6 +33,7 @@ import json
 import math
 import os
 import re
+import shlex
 import statistics
 import subprocess
 import sys
@@ -595,10 +596,16 @@ def _seed_values(rec: dict) -> dict[int, float] | None:
     return dict(zip(seeds, values))
 
 
-def _recipe(rec: dict) -> str | None:
-    """A ``memread reproduce`` line's command without its ``--seeds N``: the row and the settings it trained."""
+def _recipe(rec: dict) -> tuple | None:
+    """A ``memread reproduce`` line's command without its ``--seeds N``: the row and the settings it trained, its
+    ``--set`` values as a set (the same settings given in another order are the same recipe)."""
     command = str(rec.get("command") or "")
-    return re.sub(r" --seeds \d+", "", command) if command.startswith("memread reproduce ") else None
+    if not command.startswith("memread reproduce "):
+        return None
+    words = shlex.split(re.sub(r" --seeds \d+", "", command))
+    sets = frozenset(words[i + 1] for i, w in enumerate(words[:-1]) if w == "--set")
+    rest = tuple(w for i, w in enumerate(words) if w != "--set" and (i == 0 or words[i - 1] != "--set"))
+    return rest, sets
 
 
 def _part_of(rec: dict, other: dict) -> bool:
