@@ -105,7 +105,7 @@ def test_the_claims_picture_draws_a_row_per_claim_in_a_panel_per_metric(tmp_path
     from memread.tools import viz
     from memread.tools.viz import plt
 
-    recs = [line(+0.02, 0.01, +0.014), line(+0.03, 0.01, +0.014),  # one claim: its latest line
+    recs = [line(+0.02, 0.01, +0.014), {**line(+0.03, 0.01, +0.014), "seeds_units_ci_95": [-0.01, 0.07]},  # latest
             {**line(-3.0, 0.4, -2.4, metric="ppl_difference"), "experiment": "claim-y-c-vs-d"},
             {**line(+30.0, 0.0002, -7.0, converged=False, metric="ppl_difference"), "experiment": "claim-z-e-vs-f"},
             {**line(-4.3, 0.0002, None, metric="ppl_difference"), "experiment": "claim-z-e-vs-g"}]
@@ -118,6 +118,9 @@ def test_the_claims_picture_draws_a_row_per_claim_in_a_panel_per_metric(tmp_path
         "z-e-vs-g (no claim in the paper)", "z-e-vs-f (not converged)", "y-c-vs-d (within noise)"]
     dots = [l for l in accuracy.lines if l.get_marker() == "o"]
     assert [tuple(l.get_xdata()) for l in dots] == [(0.03,)] and dots[0].get_color() == "tab:green"
+    dotted = [l for l in accuracy.lines if l.get_linestyle() == ":"]  # the interval over seeds and units
+    assert [tuple(l.get_xdata()) for l in dotted] == [(-0.01, 0.07)] and not [l for l in ppl.lines
+                                                                             if l.get_linestyle() == ":"]
     diamonds = [l for l in ppl.lines if l.get_marker() == "D"]
     assert sorted(float(l.get_xdata()[0]) for l in diamonds) == [-7.0, -2.4]  # none for "no claim in the paper"
     plt.close(drawn["fig"])

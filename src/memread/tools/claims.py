@@ -224,7 +224,8 @@ VERDICT_COLOURS = {"holds": "tab:green", "does not hold": "tab:red", "within noi
 def claims_png(results: Iterable[dict], path: Path) -> Path:
     """The Claims section as a picture: one panel per metric, a row per claim comparison, our difference A - B
     (the mean over seeds) with its 95 % interval, coloured by verdict, beside the paper's difference (a black
-    diamond; none where the paper makes no claim). A forest plot: which claims hold, and by how much the paper's
+    diamond; none where the paper makes no claim); below it, dotted, the interval of the bootstrap over seeds and
+    units where the line has one. A forest plot: which claims hold, and by how much the paper's
     difference lies from ours, at a glance. Returns the PNG's path."""
     from memread.tools.viz import plt, save
 
@@ -244,6 +245,9 @@ def claims_png(results: Iterable[dict], path: Path) -> Path:
             diff, ci, paper = float(rec["value"]), _interval(rec), rec.get("paper_value")
             if ci:
                 ax.plot(ci, [y, y], color=colour, linewidth=2.5, alpha=0.8)
+            both = rec.get("seeds_units_ci_95")
+            if isinstance(both, list) and len(both) == 2 and all(map(is_number, both)):
+                ax.plot(both, [y - 0.22, y - 0.22], color=colour, linewidth=1.0, alpha=0.6, linestyle=":")
             ax.plot([diff], [y], "o", color=colour, markersize=6)
             if is_number(paper):
                 ax.plot([paper], [y], "D", color="black", markersize=5, fillstyle="none")
@@ -255,5 +259,6 @@ def claims_png(results: Iterable[dict], path: Path) -> Path:
         ax.tick_params(axis="x", labelsize=7)
         ax.grid(axis="x", alpha=0.3)
     axes[0, 0].set_title("The papers' claims: our difference A - B beside the paper's\n"
-                         "green holds, red does not hold, grey within noise, orange not converged", fontsize=8)
+                         "green holds, red does not hold, grey within noise, orange not converged; "
+                         "dotted: the interval over seeds and units", fontsize=8)
     return save(fig, path)
