@@ -145,7 +145,8 @@ def test_the_seeds_and_units_bootstrap_sees_the_spread_between_seeds_that_the_po
     pool = paired_test(pooled(same_a), pooled(same_b), accuracy, "accuracy", True, resamples=4000)
     both = seeds_and_units_test(same_a, same_b, accuracy, "accuracy", resamples=4000)
     assert both.difference == pytest.approx(pool.difference) and both.p_value < 0.01
-    assert both.ci_low == pytest.approx(pool.ci_low, abs=0.006) and both.ci_high == pytest.approx(pool.ci_high, abs=0.006)
+    assert both.ci_low == pytest.approx(pool.ci_low, abs=0.006)
+    assert both.ci_high == pytest.approx(pool.ci_high, abs=0.006)
     with pytest.raises(MemreadError, match="A has 1 seed"):
         seeds_and_units_test(a[:1], b, accuracy, "accuracy")
     with pytest.raises(MemreadError, match="B seed 1 has 2000 units and B seed 2 2"):

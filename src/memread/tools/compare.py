@@ -350,8 +350,9 @@ def seeds_and_units_test(tables_a: list[UnitTable], tables_b: list[UnitTable], s
     alpha = 1.0 - confidence
     low, high = np.quantile(d, [alpha / 2, 1 - alpha / 2])
     below, above = (np.sum(d <= 0) + 1) / (resamples + 1), (np.sum(d >= 0) + 1) / (resamples + 1)
-    return SeedsUnitsResult(metric, observed, float(low), float(high), confidence, float(min(1.0, 2 * min(below, above))),
-                            len(A), len(B), U, resamples)
+    p_value = float(min(1.0, 2 * min(below, above)))
+    return SeedsUnitsResult(metric, observed, float(low), float(high), confidence, p_value, len(A), len(B), U,
+                            resamples)
 
 
 def compare_seeds(root_a: str, root_b: str, seeds: int, data_root, split: str = "test", checkpoint: str = "best",
