@@ -304,6 +304,12 @@ class SeedsUnitsResult:
         return asdict(self)
 
 
+def _draw_counts(rng: np.random.Generator, n: int, size: int) -> np.ndarray:
+    """``n`` draws of ``size`` items with replacement from ``size``, as counts ``(n, size)`` (float)."""
+    picks = rng.integers(size, size=(n, size)) + size * np.arange(n)[:, None]
+    return np.bincount(picks.ravel(), minlength=n * size).reshape(n, size).astype(np.float64)
+
+
 def seeds_and_units_test(tables_a: list[UnitTable], tables_b: list[UnitTable], summarize: Summarize, metric: str,
                          resamples: int = 10_000, confidence: float = 0.95, seed: int = 0) -> SeedsUnitsResult:
     """A hierarchical (two-level) bootstrap of ``metric(A) - metric(B)`` over the seeds of each model and the test
@@ -336,15 +342,15 @@ def seeds_and_units_test(tables_a: list[UnitTable], tables_b: list[UnitTable], s
 
     observed = float(metric_of(A.sum(axis=(0, 1))[None])[0] - metric_of(B.sum(axis=(0, 1))[None])[0])
     diffs = []
-    chunk = max(1, min(resamples, 4_000_000 // (U * max(len(A), len(B)))))
+    chunk = max(1, min(resamples, 10_000_000 // U))  # resamples a chunk: ~160 MB of draws
     for start in range(0, resamples, chunk):
         n = min(chunk, resamples - start)
-        units = rng.multinomial(U, np.full(U, 1.0 / U), size=n).astype(np.float64)  # (n, U): each unit's draws
+        units = _draw_counts(rng, n, U)  # (n, U): how often each resample draws each unit
         sides = []
         for T in (A, B):
-            picks = rng.multinomial(len(T), np.full(len(T), 1.0 / len(T)), size=n).astype(np.float64)  # (n, seeds)
-            per_seed = np.einsum("nu,suk->nsk", units, T)  # each seed's statistics on the drawn units
-            sides.append(metric_of(np.einsum("ns,nsk->nk", picks, per_seed)))
+            picks = _draw_counts(rng, n, len(T))  # (n, seeds): how often each resample draws each seed
+            totals = sum(picks[:, s, None] * (units @ T[s]) for s in range(len(T)))  # (n, K)
+            sides.append(metric_of(totals))
         diffs.append(sides[0] - sides[1])
     d = np.concatenate(diffs)
     alpha = 1.0 - confidence
