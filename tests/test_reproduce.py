@@ -253,16 +253,20 @@ def test_reproduce_two_seeds_appends_the_mean_and_each_seed(tiny, capsys):
     assert f"{best.value:.2f} ± {best.std:.2f} (2 seeds" in line
 
 
-def test_a_row_reproduced_with_another_model_says_so_in_every_budget(tiny, capsys):
+def test_a_row_reproduced_with_another_model_says_so_in_every_budget(tiny, capsys, monkeypatch):
     """Overrides outside [train] (a smaller reader) make the number not the config's model: each line's budget, and
-    so the table, names what was changed and what the config has; [train] overrides change nothing of the model."""
+    so the table, names what was changed and what the config has, once; [train] overrides change nothing of the
+    model."""
     tmp, row, _ = tiny
+    monkeypatch.setattr(reproduce, "_budget", lambda loop, cfg: f"seed {cfg.train.seed}'s budget")
     code, _, err = run_cli(capsys, "reproduce", row.id, "--seeds", "2", "--run-root", str(tmp / "runs"),
                            "--set", "train.max_steps=3", "--set", "reader.hidden=16", "--set", "head.emb=12")
     assert code == 0, err
     lines = reproduce.load_results(tmp / "results.jsonl")
-    assert len(lines) == 6 and all(r["budget"].endswith(
-        "; not the config's model: head.emb=12 (config: 24), reader.hidden=16 (config: 32)") for r in lines)
+    note = "; not the config's model: head.emb=12 (config: 24), reader.hidden=16 (config: 32)"
+    assert [r["budget"] for r in lines[:3]] == ["seed 1's budget; seed 2's budget" + note, "seed 1's budget" + note,
+                                               "seed 2's budget" + note]
+    assert len(lines) == 6 and all(r["budget"].endswith(note) and r["budget"].count(note) == 1 for r in lines)
     listing = run_cli(capsys, "reproduce", "list")[1]
     assert "not the config's model: head.emb=12 (config: 24), reader.hidden=16" in next(
         x for x in listing.splitlines() if x.startswith(row.id + " "))

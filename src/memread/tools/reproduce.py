@@ -920,7 +920,8 @@ def reproduce(row_id: str, seeds: int = 1, run_root: str | os.PathLike = "runs/r
         # what the seed cost: its training's wall seconds over every resume (a run taken as it is, or trained
         # elsewhere, cost that, not this call's moment), else this call's time
         walls[s] = loop.get("seconds_trained") or time.perf_counter() - t0
-        budgets[s] = _budget(loop, cfg) + (f"; not the config's model: {off}" if off else "")
+        budgets[s] = _budget(loop, cfg)
+    note = f"; not the config's model: {off}" if off else ""
     wall = sum(walls.values())
 
     def paper_value(metric: str, split: str) -> float | None:
@@ -947,14 +948,14 @@ def reproduce(row_id: str, seeds: int = 1, run_root: str | os.PathLike = "runs/r
             line.update({"paper_value": paper_value(metric, split), "commit": commit, "command": command,
                          "wall_s": round(wall, 1), "seeds": list(values),
                          "per_seed": [round(v, 4) for v in values.values()],
-                         "budget": "; ".join(dict.fromkeys(budgets.values()))})
+                         "budget": "; ".join(dict.fromkeys(budgets.values())) + note})
             lines.append(line)
             for s, value in values.items():
                 run_dir = Path(run_root) / row.id / f"seed{s}"
                 lines.append({**base, "value": round(value, 4), "paper_value": paper_value(metric, split),
                               "commit": commit,
                               "command": f"memread train {row.config} --run-dir {run_dir}{sets} --set train.seed={s}",
-                              "wall_s": round(walls[s], 1), "seeds": [s], "seed": s, "budget": budgets[s]})
+                              "wall_s": round(walls[s], 1), "seeds": [s], "seed": s, "budget": budgets[s] + note})
     append_lines(out_path, lines)
     log(f"{row.id}: appended {len(lines)} lines to {out_path}; refresh the table with "
         f"memread reproduce list --markdown > results/REPRODUCTION.md")
