@@ -259,6 +259,6 @@ def claims_png(results: Iterable[dict], path: Path) -> Path:
         ax.tick_params(axis="x", labelsize=7)
         ax.grid(axis="x", alpha=0.3)
     axes[0, 0].set_title("The papers' claims: our difference A - B beside the paper's\n"
-                         "green holds, red does not hold, grey within noise, orange not converged; "
-                         "dotted: the interval over seeds and units", fontsize=8)
+                         "green holds, red does not hold, grey within noise, orange not converged\n"
+                         "dotted below: the interval of the bootstrap over seeds and units", fontsize=8)
     return save(fig, path)
