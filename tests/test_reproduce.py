@@ -263,16 +263,16 @@ def test_a_row_reproduced_with_another_model_says_so_in_every_budget(tiny, capsy
                            "--set", "train.max_steps=3", "--set", "reader.hidden=16", "--set", "head.emb=12")
     assert code == 0, err
     lines = reproduce.load_results(tmp / "results.jsonl")
-    note = "; not the config's model: head.emb=12 (config: 24), reader.hidden=16 (config: 32)"
+    note = "; changed from the config: head.emb=12 (config: 24), reader.hidden=16 (config: 32)"
     assert [r["budget"] for r in lines[:3]] == ["seed 1's budget; seed 2's budget" + note, "seed 1's budget" + note,
                                                "seed 2's budget" + note]
     assert len(lines) == 6 and all(r["budget"].endswith(note) and r["budget"].count(note) == 1 for r in lines)
     listing = run_cli(capsys, "reproduce", "list")[1]
-    assert "not the config's model: head.emb=12 (config: 24), reader.hidden=16" in next(
+    assert "changed from the config: head.emb=12 (config: 24), reader.hidden=16" in next(
         x for x in listing.splitlines() if x.startswith(row.id + " "))
     code, _, err = run_cli(capsys, "reproduce", row.id, "--run-root", str(tmp / "other"), "--set", "train.max_steps=3")
     assert code == 0, err
-    assert "not the config's" not in reproduce.load_results(tmp / "results.jsonl")[-1]["budget"]
+    assert "changed from the config" not in reproduce.load_results(tmp / "results.jsonl")[-1]["budget"]
 
 
 def test_reproduce_resumes_a_killed_run_and_reuses_a_finished_one(tiny, capsys):

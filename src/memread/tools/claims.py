@@ -184,8 +184,8 @@ def claims_markdown(results: Iterable[dict]) -> list[str]:
         "(p < 0.05) was still improving, so the gap could only widen (*settled*). *(paper outside)*: the paper's "
         "difference lies outside our 95 % interval. *(not across seeds)*: the verdict's p < 0.05, but the "
         "bootstrap over seeds and units together (`seeds & units p`, recorded where the runs were kept; it judges "
-        "the training procedures, the paired test the trained models) does not find the gap. As a picture: `results/claims.png` (`memread reproduce list "
-        "--plot results/claims.png`).",
+        "the training procedures, the paired test the trained models) does not find the gap. As a picture: "
+        "`results/claims.png` (`memread reproduce list --plot results/claims.png`).",
         "",
         "| claim (A vs B) | metric | A | B | A - B [95 % interval] | paired p | Welch p (seeds) | seeds & units p "
         "| paper A - B | seeds | budget | commit | verdict |",

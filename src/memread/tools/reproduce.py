@@ -848,7 +848,8 @@ def train_seed(cfg: Any, run_dir: Path, root: Path, log: Callable[[str], None]) 
 def _off_config(base: Any, cfg: Any) -> str:
     """What ``cfg`` changes outside ``[train]`` from the row's own config ``base`` (a smaller reader, say), as
     "reader.hidden=300 (config: 512), reader.layers=1 (config: 3)"; "" where nothing is changed. A number trained so
-    is not the config's model, and its budget says so wherever the table shows it."""
+    is not the config's (another model, or other data or batching), and its budget says so wherever the table shows
+    it."""
     before = json.loads(base.to_json())
     out = []
     for key, value in _differences(base, cfg).items():
@@ -921,7 +922,7 @@ def reproduce(row_id: str, seeds: int = 1, run_root: str | os.PathLike = "runs/r
         # elsewhere, cost that, not this call's moment), else this call's time
         walls[s] = loop.get("seconds_trained") or time.perf_counter() - t0
         budgets[s] = _budget(loop, cfg)
-    note = f"; not the config's model: {off}" if off else ""
+    note = f"; changed from the config: {off}" if off else ""
     wall = sum(walls.values())
 
     def paper_value(metric: str, split: str) -> float | None:
