@@ -10,6 +10,7 @@ the paired comparisons that decide it: one command starts a claim's runs on both
     python scripts/claims.py unpack OUT1 [OUT2 ..] [--logs results/gpu-sNN]   device calls' runs into runs/
     python scripts/claims.py resumable RUN_DIR ..       what carries each unfinished run (gpu_checks.sh's CKPTS)
     nohup python scripts/claims.py run wikiqa > logs/claim-wikiqa.log 2>&1 &
+    python scripts/claims.py compare wikiqa             its comparisons recorded again from its ended runs (no rows)
 
 `run` trains every (row, seed) with `memread train` into ``runs/reproduce/ROW/seedS`` (what `memread reproduce`
 reads), spread over ``--jobs`` single-thread queues balanced by the estimated minutes (longest first); a
@@ -323,9 +324,12 @@ def commands(claim: Claim, jobs: int, extra: tuple[str, ...] = ()) -> list[list[
     return [[(label, s, cmds[label, s]) for label, s in q] for q in queues(claim, jobs, ended)]
 
 
-def finish_commands(claim: Claim, extra: tuple[str, ...] = (), device: str | None = None) -> list[list[str]]:
+def finish_commands(claim: Claim, extra: tuple[str, ...] = (), device: str | None = None,
+                    rows: bool = True) -> list[list[str]]:
+    """What records an ended claim: `memread reproduce` of each row (where the claim keeps the paper's setup and
+    ``rows``), then `memread compare --record` of each comparison."""
     cmds = []
-    for row in claim.runs if claim.paper_setup else ():
+    for row in claim.runs if claim.paper_setup and rows else ():
         sets = [x for o in [*claim.overrides(row), *extra] for x in ("--set", o)]
         cmds.append(["memread", "reproduce", row, "--seeds", str(claim.seeds), "--run-root", str(RUN_ROOT), *sets])
     on = ["--device", device] if device else []
@@ -469,9 +473,10 @@ def run(claim: Claim, jobs: int, extra: tuple[str, ...] = (), device: str | None
     return finish(claim, jobs, extra, device, env)
 
 
-def finish(claim: Claim, jobs: int, extra: tuple[str, ...], device: str | None, env: dict) -> int:
-    """The claim's rows and comparisons, ``jobs`` at a time (each appends its lines to results.jsonl in one
-    write): on a GPU a 3-seed comparison takes ~50 s, four of them one after the other outlast a call's grace."""
+def finish(claim: Claim, jobs: int, extra: tuple[str, ...], device: str | None, env: dict, rows: bool = True) -> int:
+    """The claim's rows (unless not ``rows``) and comparisons, ``jobs`` at a time (each appends its lines to
+    results.jsonl in one write): on a GPU a 3-seed comparison takes ~50 s, four of them one after the other outlast
+    a call's grace."""
     lock = threading.Lock()
 
     def one(cmd: list[str]) -> int:
@@ -485,7 +490,7 @@ def finish(claim: Claim, jobs: int, extra: tuple[str, ...], device: str | None, 
                 print(done.stderr.strip()[-2000:], file=sys.stderr)
         return done.returncode
 
-    cmds = list(map(_here, finish_commands(claim, extra, device)))
+    cmds = list(map(_here, finish_commands(claim, extra, device, rows)))
     with ThreadPoolExecutor(max_workers=max(1, min(jobs, len(cmds) or 1))) as pool:
         codes = list(pool.map(one, cmds))
     return 1 if any(codes) else 0
@@ -670,7 +675,8 @@ def resumable(run_dirs: list[Path], limit_mib: float = 58) -> list[Path]:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("verb", choices=["list", "plan", "run", "status", "stage", "keep", "unpack", "resumable"])
+    ap.add_argument("verb", choices=["list", "plan", "run", "compare", "status", "stage", "keep", "unpack",
+                                     "resumable"])
     ap.add_argument("claim", nargs="?", help=f"one of {', '.join(sorted(CLAIMS))}; unpack: the device calls' "
                     "output folders; resumable: run folders")
     ap.add_argument("more", nargs="*", help=argparse.SUPPRESS)
@@ -723,6 +729,12 @@ def main() -> int:
         return keep(claim)
     for run_dir in restore(claim):
         print(f"{run_dir}: put back from {kept(run_dir)} (compared from its records)", flush=True)
+    if args.verb == "compare":  # record the comparisons again from ended runs (a new test, say), no row, no training
+        unended = [d for d in claim.run_dirs() if not (d / "final.json").is_file()]
+        if unended:
+            print(f"compare: {unended[0]} has not ended (no final.json); `run` trains it first", file=sys.stderr)
+            return 1
+        return finish(claim, args.jobs, extra, args.device, {**os.environ, "OMP_NUM_THREADS": "1"}, rows=False)
     return run(claim, args.jobs, extra, args.device)
 
 

@@ -387,6 +387,33 @@ def test_a_claims_comparisons_run_side_by_side_and_one_failing_fails_the_claim(m
     assert claims.finish(claim, 1, (), None, {}) == 0 and peak[0] == 1 and len(seen) == 4
 
 
+def test_compare_records_a_claims_comparisons_again_from_its_ended_runs_and_nothing_else(tmp_path, monkeypatch,
+                                                                                         capsys):
+    """``claims.py compare CLAIM``: the kept runs put back, then only the `memread compare --record` commands (no
+    row recorded again, nothing trained); refused in one line while a run has not ended."""
+    import subprocess
+    from types import SimpleNamespace
+
+    monkeypatch.chdir(tmp_path)
+    seen = []
+    monkeypatch.setattr(subprocess, "run", lambda cmd, **kw: seen.append(cmd) or SimpleNamespace(returncode=0,
+                                                                                                  stdout="", stderr=""))
+    claim = claims.CLAIMS["sst-binary"]
+    for d in claim.run_dirs()[:-1]:
+        d.mkdir(parents=True)
+        (d / "final.json").write_text("{}")
+    monkeypatch.setattr(sys, "argv", ["claims.py", "compare", "sst-binary"])
+    assert claims.main() == 1 and seen == []
+    assert "has not ended (no final.json)" in capsys.readouterr().err
+    last = claim.run_dirs()[-1]
+    last.mkdir(parents=True)
+    (last / "final.json").write_text("{}")
+    assert claims.main() == 0
+    assert [c[3] for c in seen] == ["compare"] * len(claim.compare)  # python -m memread compare ...
+    assert [c[c.index("--record") + 1] for c in seen] == [f"claim-sst-binary-{name}" for _, _, name, _ in
+                                                          claim.compare]
+
+
 def test_the_gpu_script_brings_back_the_unfinished_runs_checkpoints_in_parts(tmp_path):
     """CKPTS: what each unfinished run needs to go on comes back (memread.training.loop.resume_files: its best
     checkpoint too where the last checkpoint is not at a best validation; an early-stopped run's stay), as parts under the tool's 16 MiB a file, and the small logs

@@ -200,6 +200,8 @@ def test_memread_compare_two_wikiqa_runs(tmp_path, fixtures):
     assert got["a"] == pytest.approx(finals[0]["map"]) and got["b"] == pytest.approx(finals[1]["map"])
     assert (got["run_a"], got["run_b"]) == tuple(map(str, runs))
     assert got["difference"] == pytest.approx(finals[0]["map"] - finals[1]["map"]) and 0 < got["p_value"] <= 1
+    said = f"map: A - B = {got['difference']:+.4g} [{got['ci_low']:+.4g}, {got['ci_high']:+.4g}], paired p = "
+    assert said in r.stderr  # and one line for a person
     r = _memread("compare", runs[0], runs[0], "--metric", "mrr", "--resamples", "200", data_root=fixtures)
     same = json.loads(r.stdout.strip().splitlines()[-1])
     assert same["difference"] == 0 and same["p_value"] == 1.0 and same["a"] == pytest.approx(finals[0]["mrr"])
@@ -251,6 +253,9 @@ def test_memread_compare_seeds_of_two_models(tmp_path, fixtures, monkeypatch):
     assert rec["value"] == pytest.approx(got["seeds"]["difference"], abs=1e-6)
     assert rec["pooled_p_value"] == pytest.approx(got["pooled"]["p_value"], abs=1e-6)
     assert rec["seeds_units_p_value"] == pytest.approx(both["p_value"], abs=1e-6)
+    said = r.stderr.splitlines()[0]  # and one line for a person
+    assert said.startswith(f"map: A - B = {got['pooled']['difference']:+.4g} [") and "2 seeds: A " in said
+    assert f"seeds & units p = {both['p_value']:.3g} [" in said and f"Welch p = {got['seeds']['welch_p']:.3g}" in said
     assert rec["seeds_units_ci_95"] == pytest.approx([both["ci_low"], both["ci_high"]], abs=1e-6)
     assert rec["command"].startswith("memread compare ") and "--seeds 2" in rec["command"]
     # how each run ended: its 6-step cap, after two epochs of three steps (whether it converged: the test below)

@@ -231,7 +231,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
 def cmd_compare(args: argparse.Namespace) -> int:
     from memread.data.root import data_root
-    from memread.tools.compare import compare_runs, compare_seeds, ending_fields, result_line
+    from memread.tools.compare import compare_runs, compare_seeds, ending_fields, result_line, summary_text
 
     start = time.perf_counter()
     if args.seeds:
@@ -243,6 +243,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
                               args.metric, args.batch_size, _device(args), args.resamples, args.confidence,
                               args.seed, progress=sys.stderr.isatty())
     print(json.dumps(result))
+    print(summary_text(result), file=sys.stderr)
     if args.record:
         from memread.experiment import read_run_config
         from memread.tools.reproduce import append_lines, git_commit, results_path

@@ -420,6 +420,24 @@ def compare_seeds(root_a: str, root_b: str, seeds: int, data_root, split: str = 
             "pooled": pool, "seeds_and_units": both, "per_seed": per_seed}
 
 
+def summary_text(result: dict) -> str:
+    """One line for a person of :func:`compare_runs`' or :func:`compare_seeds`' result (the JSON is for programs):
+    "map: A - B = -0.0144 [-0.0356, +0.0068], paired p = 0.182 (no significant difference); 3 seeds: A 0.6216 ±
+    0.0073, B 0.6360 ± 0.0130, Welch p = 0.189, seeds & units p = 0.31 [-0.05, +0.02]"."""
+    def num(x: float) -> str:
+        return f"{x:+.4g}"
+
+    if "pooled" not in result:
+        return (f"{result['metric']}: A - B = {num(result['difference'])} [{num(result['ci_low'])}, "
+                f"{num(result['ci_high'])}], paired p = {result['p_value']:.3g} ({result['verdict']})")
+    pool, seeds, both = result["pooled"], result["seeds"], result["seeds_and_units"]
+    side = {k: f"{seeds[k]['mean']:.4g} ± {seeds[k]['std']:.2g}" for k in ("a", "b")}
+    return (f"{result['metric']}: A - B = {num(pool['difference'])} [{num(pool['ci_low'])}, {num(pool['ci_high'])}], "
+            f"pooled paired p = {pool['p_value']:.3g} ({pool['verdict']}); {len(seeds['a']['values'])} seeds: "
+            f"A {side['a']}, B {side['b']}, Welch p = {seeds['welch_p']:.3g}, seeds & units p = {both['p_value']:.3g} "
+            f"[{num(both['ci_low'])}, {num(both['ci_high'])}]")
+
+
 # why a run stopped (its checkpoint's loop state), as a budget says it
 STOPS = {"early": "early stop", "epochs": "epoch cap", "max_minutes": "time limit", "max_steps": "step cap"}
 
