@@ -202,6 +202,16 @@ CLAIMS = {c.name: c for c in (
            "as": Run("sordoni-t2-cbt-ne-as-reader", 38, CLOZE_CODE)},
           [("iaa", "fixed", "iaa-vs-fixed", 0.026), ("iaa", "as", "iaa-vs-as", 0.0),
            ("fixed", "as", "fixed-vs-as", -0.026)], paper_setup=False),
+    # The issue's "Gutenberg NE/P": the P questions (prepositions) are 16,620 for training, 7x NE's; an epoch is ~22
+    # minutes of a core (issue 8: 260 steps, 9-12 minutes), to early stopping ~2.5 h a run, 9 runs: a GPU's work. No
+    # paper reports P; the comparisons carry CBT-NE's differences, as the bAbI claim's do
+    Claim("gutenberg-p", "IAA > fixed-query attention and IAA >= AS Reader (Sordoni Table 2: 68.6, 66.0, 68.6 on "
+          "CBT-NE), on the Gutenberg P cloze questions built by the CBT recipe, 3 seeds",
+          {"iaa": Run("", 150, CLOZE_CODE, config="configs/cloze/gutenberg-p-iaa.toml"),
+           "fixed": Run("", 150, CLOZE_CODE, config="configs/cloze/gutenberg-p-fixed.toml"),
+           "as": Run("", 110, CLOZE_CODE, config="configs/cloze/gutenberg-p-as.toml")},
+          [("iaa", "fixed", "iaa-vs-fixed", 0.026), ("iaa", "as", "iaa-vs-as", 0.0),
+           ("fixed", "as", "fixed-vs-as", -0.026)], paper_setup=False),
     # NSE Table 4's document models on aclImdb's 8 star classes (Tang et al.'s IMDB and Yelp 2013 are not here;
     # the configs' rows say "not comparable"): NSE-NSE level with NSE-LSTM (48.3 vs 48.1 on IMDB, 66.6 vs 67.0 on
     # Yelp), both ahead of Tang et al.'s LSTM-GRNN (45.3), whose role our LSTM-LSTM takes. Minutes from issue 6's
