@@ -178,6 +178,12 @@ def test_best_recorded_picks_the_best_line_of_the_row():
     assert best_recorded(acc, [again, {**other_runs, "command": swapped.format(10)}], [acc]).value == 70.5
     assert best_recorded(acc, [again, {**other_runs, "command": swapped.format(10).replace("=3", "=4")}],
                          [acc]).value == 72.5
+    # the row's config as it is stands before a reproduce with settings changed from it, among means as among
+    # single runs; a mean over several seeds still comes first
+    small = {**mean, "value": 74.0, "budget": "12 steps; changed from the config: reader.hidden=300 (config: 512)"}
+    assert best_recorded(acc, [{**mean, "value": 71.0}, small], [acc]).value == 71.0
+    assert best_recorded(acc, [small, {**mean, "value": 71.0, "seeds": [1]}], [acc]).value == 74.0
+    assert best_recorded(acc, [small, {**small, "value": 73.0, "budget": "12 steps"}], [acc]).value == 73.0
     # lines appended under the row's own id count; dataset_match narrows only the named experiments
     own = {"experiment": "t-ppl", "split": "test", "metric": "ppl", "value": 105.0, "dataset": "d"}
     narrowed = replace(row, dataset_match="cloze NE ")

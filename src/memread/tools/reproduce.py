@@ -546,8 +546,9 @@ def best_recorded(row: Row, results: Iterable[dict], table: Sequence[Row] | None
     it) and those ``memread reproduce`` appended under the id of the row or of a sibling (:func:`siblings`).
     A line with a ``seed`` key is one seed of a ``memread reproduce`` run, whose mean line stands for it, so it is
     skipped. A mean over several seeds comes first (one seed's number may be a lucky draw, and the claims are
-    judged on means); among lines with or among lines without several seeds, best is the highest value (the
-    lowest for perplexity and MSE); a tie goes to the later line. A mean that a mean over more seeds of the same
+    judged on means), then a line of the row's config as it is before one ``memread reproduce`` trained with
+    settings changed from it (a smaller reader: its budget says so, :data:`CHANGED`); among the lines left, best is
+    the highest value (the lowest for perplexity and MSE); a tie goes to the later line. A mean that a mean over more seeds of the same
     runs or the same ``memread reproduce`` recipe includes (:func:`_part_of`) stands aside for that larger
     sample, however it compares. The std is the line's ``std``, else the sample std of its
     ``per_seed`` values when there are several.
@@ -572,7 +573,8 @@ def best_recorded(row: Row, results: Iterable[dict], table: Sequence[Row] | None
         value = rec.get("value")
         seeds = rec.get("seeds")
         several = isinstance(seeds, list) and len(seeds) >= 2
-        key = (several, value if row.higher_is_better else -value)
+        own = CHANGED not in str(rec.get("budget") or "")  # the config's own model and data, as the paper's row
+        key = (several, own, value if row.higher_is_better else -value)
         if best is None or key >= best[0]:
             best = (key, rec)
     if best is None:
@@ -845,6 +847,9 @@ def train_seed(cfg: Any, run_dir: Path, root: Path, log: Callable[[str], None]) 
         return final_evaluation(run_dir, root, progress=trainer.cfg.train.progress, device=str(trainer.device))
 
 
+CHANGED = "changed from the config"  # what a budget says before the settings a reproduce changed outside [train]
+
+
 def _off_config(base: Any, cfg: Any) -> str:
     """What ``cfg`` changes outside ``[train]`` from the row's own config ``base`` (a smaller reader, say), as
     "reader.hidden=300 (config: 512), reader.layers=1 (config: 3)"; "" where nothing is changed. A number trained so
@@ -922,7 +927,7 @@ def reproduce(row_id: str, seeds: int = 1, run_root: str | os.PathLike = "runs/r
         # elsewhere, cost that, not this call's moment), else this call's time
         walls[s] = loop.get("seconds_trained") or time.perf_counter() - t0
         budgets[s] = _budget(loop, cfg)
-    note = f"; changed from the config: {off}" if off else ""
+    note = f"; {CHANGED}: {off}" if off else ""
     wall = sum(walls.values())
 
     def paper_value(metric: str, split: str) -> float | None:
