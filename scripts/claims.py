@@ -136,6 +136,7 @@ CLAIMS = {c.name: c for c in (
           [("mma-nse-attention", "lstm", "mma-nse-vs-lstm-1x300", 0.0259)], paper_setup=False),
     # NSE Table 2 quotes both from Miao et al.: attention over the answer w.r.t. the question helps the LSTM (+0.0087
     # MAP); the LSTM attention's runs are those recorded under its row (runs/reproduce/, the same recipe), copied
+    # here by hand (session 35) and kept with the claim's
     Claim("wikiqa-attention", "Three-layer LSTMs attention > three-layer LSTMs on WikiQA, MAP 0.6639 vs 0.6552 (NSE "
           "Table 2, from Miao et al.), equal 1 x 300 readers",
           {"lstm-attention": Run("nse-t2-wikiqa-lstm-3layer-attention", 13, WIKIQA),
@@ -202,9 +203,10 @@ CLAIMS = {c.name: c for c in (
            "as": Run("sordoni-t2-cbt-ne-as-reader", 38, CLOZE_CODE)},
           [("iaa", "fixed", "iaa-vs-fixed", 0.026), ("iaa", "as", "iaa-vs-as", 0.0),
            ("fixed", "as", "fixed-vs-as", -0.026)], paper_setup=False),
-    # The issue's "Gutenberg NE/P": the P questions (prepositions) are 16,620 for training, 7x NE's; an epoch is ~22
-    # minutes of a core (issue 8: 260 steps, 9-12 minutes), to early stopping ~2.5 h a run, 9 runs: a GPU's work. No
-    # paper reports P; the comparisons carry CBT-NE's differences, as the bAbI claim's do
+    # The issue's "Gutenberg NE/P": the P questions (prepositions) are 16,620 for training, 7x NE's; an epoch is ~16.5
+    # minutes of a core for the IAA (session 35), to early stopping up to ~2.7 h a run: over the issue's hour, so
+    # `run gutenberg-p --seeds 1` (3 seeds, 9 runs, are a GPU's work). No paper reports P; the comparisons carry
+    # CBT-NE's differences, as the bAbI claim's do
     Claim("gutenberg-p", "IAA > fixed-query attention and IAA >= AS Reader (Sordoni Table 2: 68.6, 66.0, 68.6 on "
           "CBT-NE), on the Gutenberg P cloze questions built by the CBT recipe, 3 seeds",
           {"iaa": Run("", 150, CLOZE_CODE, config="configs/cloze/gutenberg-p-iaa.toml"),

@@ -573,8 +573,8 @@ def best_recorded(row: Row, results: Iterable[dict], table: Sequence[Row] | None
         value = rec.get("value")
         seeds = rec.get("seeds")
         several = isinstance(seeds, list) and len(seeds) >= 2
-        own = CHANGED not in str(rec.get("budget") or "")  # the config's own model and data, as the paper's row
-        key = (several, own, value if row.higher_is_better else -value)
+        as_configured = CHANGED not in str(rec.get("budget") or "")  # the config's own model and data
+        key = (several, as_configured, value if row.higher_is_better else -value)
         if best is None or key >= best[0]:
             best = (key, rec)
     if best is None:
