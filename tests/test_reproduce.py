@@ -15,7 +15,7 @@ import pytest
 from memread import cli
 from memread.config import load_experiment
 from memread.tools import reproduce
-from memread.tools.reproduce import Recorded, Row, best_recorded, render_markdown, verdict
+from memread.tools.reproduce import Recorded, Row, best_recorded, ours_text, render_markdown, verdict, verdict_text
 from memread.training.checkpoint import loop_state
 from test_faults import TINY  # the tiny stories LM every fault test trains
 
@@ -183,6 +183,16 @@ def test_best_recorded_picks_the_best_line_of_the_row():
     small = {**mean, "value": 74.0, "budget": "12 steps; changed from the config: reader.hidden=300 (config: 512)"}
     assert best_recorded(acc, [{**mean, "value": 71.0}, small], [acc]).value == 71.0
     assert best_recorded(acc, [small, {**mean, "value": 71.0, "seeds": [1]}], [acc]).value == 74.0
+    # ... and a one-seed line of the config as it is rides along with it, in the cell and the verdict
+    big = {**mean, "value": 61.0, "seeds": [1], "std": None, "budget": "7 epochs"}
+    got = best_recorded(acc, [small, big], [acc])
+    assert (got.value, got.as_configured.value, got.as_configured.seeds) == (74.0, 61.0, (1,))
+    at_66 = replace(acc, paper_value=66.0)
+    assert ours_text(at_66, got).endswith("; the config as it is: 61.00 (1 seed; 7 epochs; commit unknown; a)")
+    assert verdict_text(at_66, got) == "holds (the config as it is: does not hold)"
+    assert verdict_text(replace(acc, paper_value=60.0), got) == "holds"  # the same verdict: said once
+    assert best_recorded(acc, [small, {**small, "value": 70.0}], [acc]).as_configured is None  # none as it is
+    assert best_recorded(acc, [{**mean, "value": 71.0}, big], [acc]).as_configured is None  # shown already
     assert best_recorded(acc, [small, {**small, "value": 73.0, "budget": "12 steps"}], [acc]).value == 73.0
     # lines appended under the row's own id count; dataset_match narrows only the named experiments
     own = {"experiment": "t-ppl", "split": "test", "metric": "ppl", "value": 105.0, "dataset": "d"}

@@ -105,6 +105,10 @@ class Recorded:
     commit: str | None
     budget: str
     dataset: str
+    # where this line trained settings changed from the row's config (a smaller reader) and a line of the config
+    # as it is exists too: the best of those, shown beside it (a one-seed run at the paper's size is no mean over
+    # seeds, but a reader of the table should see it)
+    as_configured: "Recorded | None" = None
 
 
 # ----------------------------------------------------------------------------- the table
@@ -551,7 +555,8 @@ def best_recorded(row: Row, results: Iterable[dict], table: Sequence[Row] | None
     the highest value (the lowest for perplexity and MSE); a tie goes to the later line. A mean that a mean over more seeds of the same
     runs or the same ``memread reproduce`` recipe includes (:func:`_part_of`) stands aside for that larger
     sample, however it compares. The std is the line's ``std``, else the sample std of its
-    ``per_seed`` values when there are several.
+    ``per_seed`` values when there are several. Where the line shown trained changed settings and a line of the
+    config as it is exists, the best of those rides along as ``as_configured`` (the table shows both).
     """
     named = set(row.experiments)
     own = {r.id for r in siblings(row, table)}
@@ -566,20 +571,36 @@ def best_recorded(row: Row, results: Iterable[dict], table: Sequence[Row] | None
             continue
         if is_number(rec.get("value")):
             lines.append(rec)
-    best: tuple[tuple[bool, float], dict] | None = None
+    lines = [rec for rec in lines if not any(_part_of(rec, other) for other in lines)]
+    rec = _best_line(row, lines)
+    if rec is None:
+        return None
+    also = None
+    if _changed(rec):
+        also = _best_line(row, [r for r in lines if not _changed(r)])
+    return _recorded(rec, _recorded(also) if also is not None else None)
+
+
+def _changed(rec: dict) -> bool:
+    """Whether a line trained settings changed from its row's config (its budget says so, :data:`CHANGED`)."""
+    return CHANGED in str(rec.get("budget") or "")
+
+
+def _best_line(row: Row, lines: Sequence[dict]) -> dict | None:
+    """The line :func:`best_recorded` shows among ``lines``: several seeds first, then the config as it is, then
+    the best value; a tie goes to the later line."""
+    best: tuple[tuple[bool, bool, float], dict] | None = None
     for rec in lines:
-        if any(_part_of(rec, other) for other in lines):
-            continue
-        value = rec.get("value")
+        value = rec["value"]
         seeds = rec.get("seeds")
         several = isinstance(seeds, list) and len(seeds) >= 2
-        as_configured = CHANGED not in str(rec.get("budget") or "")  # the config's own model and data
-        key = (several, as_configured, value if row.higher_is_better else -value)
+        key = (several, not _changed(rec), value if row.higher_is_better else -value)
         if best is None or key >= best[0]:
             best = (key, rec)
-    if best is None:
-        return None
-    rec = best[1]
+    return None if best is None else best[1]
+
+
+def _recorded(rec: dict, as_configured: Recorded | None = None) -> Recorded:
     per_seed = [v for v in rec.get("per_seed") or [] if is_number(v)]
     std = rec.get("std") if is_number(rec.get("std")) else (statistics.stdev(per_seed) if len(per_seed) >= 2 else None)
     seeds = rec.get("seeds")
@@ -587,7 +608,7 @@ def best_recorded(row: Row, results: Iterable[dict], table: Sequence[Row] | None
     budget = rec.get("budget") or BUDGETS.get(rec["experiment"]) or _short(str(rec.get("command") or ""), 80)
     commit = rec.get("commit")
     return Recorded(rec["experiment"], float(rec["value"]), float(std) if std is not None else None, seeds,
-                    str(commit) if commit else None, budget, str(rec.get("dataset", "")))
+                    str(commit) if commit else None, budget, str(rec.get("dataset", "")), as_configured)
 
 
 def _seed_values(rec: dict) -> dict[int, float] | None:
@@ -678,12 +699,19 @@ def ours_text(row: Row, best: Recorded | None) -> str:
     n = len(best.seeds) if best.seeds else 1
     seeds = f"{n} seeds" if n > 1 else "1 seed"
     parts = [seeds, best.budget, best.commit or "commit unknown", best.experiment]
-    return f"{value} ({'; '.join(p for p in parts if p)})"
+    text = f"{value} ({'; '.join(p for p in parts if p)})"
+    if best.as_configured is not None:
+        text += f"; the config as it is: {ours_text(row, best.as_configured)}"
+    return text
 
 
 def verdict_text(row: Row, best: Recorded | None) -> str:
     v = verdict(row, best)
-    return row.data_missing if v == "data not available" and row.data_missing else v
+    if v == "data not available" and row.data_missing:
+        return row.data_missing
+    if best is not None and best.as_configured is not None and verdict(row, best.as_configured) != v:
+        v += f" (the config as it is: {verdict(row, best.as_configured)})"
+    return v
 
 
 def summary(table: Sequence[Row], results: Sequence[dict]) -> list[dict]:
