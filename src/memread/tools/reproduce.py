@@ -552,9 +552,9 @@ def best_recorded(row: Row, results: Iterable[dict], table: Sequence[Row] | None
     skipped. A mean over several seeds comes first (one seed's number may be a lucky draw, and the claims are
     judged on means), then a line of the row's config as it is before one ``memread reproduce`` trained with
     settings changed from it (a smaller reader: its budget says so, :data:`CHANGED`); among the lines left, best is
-    the highest value (the lowest for perplexity and MSE); a tie goes to the later line. A mean that a mean over more seeds of the same
-    runs or the same ``memread reproduce`` recipe includes (:func:`_part_of`) stands aside for that larger
-    sample, however it compares. The std is the line's ``std``, else the sample std of its
+    the highest value (the lowest for perplexity and MSE); a tie goes to the later line. A mean that a mean over
+    more seeds of the same runs or the same ``memread reproduce`` recipe includes (:func:`_part_of`) stands aside
+    for that larger sample, however it compares. The std is the line's ``std``, else the sample std of its
     ``per_seed`` values when there are several. Where the line shown trained changed settings and a line of the
     config as it is exists, the best of those rides along as ``as_configured`` (the table shows both).
     """
