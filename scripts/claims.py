@@ -166,9 +166,10 @@ CLAIMS = {c.name: c for c in (
           [("lstmn-empty", "lstm", "lstmn-empty-vs-lstm", -7.0),
            ("lstmn-zero-slot", "lstm", "lstmn-zero-slot-vs-lstm", -7.0),
            ("lstmn-empty", "lstmn-zero-slot", "empty-vs-zero-slot", None)], seeds=1, paper_setup=False),
-    # The same past the configs' 40-epoch cap, which all three reached still improving (session 21-23): the empty
-    # tape against the LSTM, each to early stopping (patience 6, lr x0.85) under a cap of 100. ~14 minutes an
-    # epoch of the LSTMN and ~6.5 of the LSTM on a core beside another job, ~60 epochs each: several sessions
+    # The same past the configs' 40-epoch cap, which all three reached still improving (their records are kept;
+    # their checkpoints are not): the empty tape against the LSTM, each to early stopping (patience 6, lr x0.85)
+    # under a cap of 100. ~14 minutes an epoch of the LSTMN and ~6.5 of the LSTM on a core beside another job,
+    # ~60 epochs each: several sessions
     Claim("ptb-lstmn-1layer-dropout-long", "LSTMN < LSTM on PTB, 108 vs 115 test ppl (LSTMN Table 1), memread's "
           "dropout recipe, a tape of 35, the empty tape, each to early stopping (cap 100 epochs); one seed",
           {"lstmn-empty": Run("lstmn-t1-lstmn", 840, (*TAPE_35, 'reader.tape_start="empty"', "train.epochs=100")),
@@ -213,8 +214,8 @@ CLAIMS = {c.name: c for c in (
            ("fixed", "as", "fixed-vs-as", -0.026)], paper_setup=False),
     # The issue's "Gutenberg NE/P": the P questions (prepositions) are 16,620 for training, 7x NE's; an epoch is ~16.5
     # minutes of a core beside another job, and each run early-stopped at 6 epochs: 86-102 minutes of training a run
-    # (sessions 35-36), over the issue's hour, so `run gutenberg-p --seeds 1` (3 seeds, 9 runs, are a GPU's work). No paper reports P; the comparisons carry
-    # CBT-NE's differences, as the bAbI claim's do
+    # (sessions 35-36), over the issue's hour, so `run gutenberg-p --seeds 1` (3 seeds, 9 runs, are a GPU's work).
+    # No paper reports P; the comparisons carry CBT-NE's differences, as the bAbI claim's do
     Claim("gutenberg-p", "IAA > fixed-query attention and IAA >= AS Reader (Sordoni Table 2: 68.6, 66.0, 68.6 on "
           "CBT-NE), on the Gutenberg P cloze questions built by the CBT recipe, 3 seeds",
           {"iaa": Run("", 105, CLOZE_CODE, config="configs/cloze/gutenberg-p-iaa.toml"),
