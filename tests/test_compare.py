@@ -21,6 +21,7 @@ from memread.criteria.lm import LMNLL, LMNLLConfig
 from memread.criteria.translation import TokenNLL
 from memread.errors import MemreadError
 from memread.heads.base import ModelOutput
+from memread.tools import compare
 from memread.tools.compare import UnitTable, paired_test, pooled, seeds_and_units_test
 
 
@@ -93,6 +94,15 @@ def test_a_clear_difference_is_significant_and_none_is_not():
     same = paired_test(_accuracy_table(b), _accuracy_table(b), accuracy, "accuracy", True, resamples=2000)
     assert same.difference == 0 and same.p_value == 1.0 and same.better == "tie"
     assert same.verdict().startswith("no significant difference")
+
+
+def test_the_paired_test_depends_on_its_seed_alone_not_on_how_many_resamples_a_batch_holds(monkeypatch):
+    rng = np.random.default_rng(3)
+    a, b = _accuracy_table(rng.random(300) < 0.6), _accuracy_table(rng.random(300) < 0.55)
+    whole = paired_test(a, b, accuracy, "accuracy", True, resamples=700)  # one batch of 700
+    monkeypatch.setattr(compare, "BATCH_CELLS", 2 * 300 * 300)  # at most 300 a batch: 700 = 7 x 100
+    batched = paired_test(a, b, accuracy, "accuracy", True, resamples=700)
+    assert batched == whole and whole.ci_low < whole.difference < whole.ci_high
 
 
 def test_perplexity_is_tested_on_whole_units_and_lower_is_better():

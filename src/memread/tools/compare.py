@@ -114,6 +114,9 @@ def check_paired(a: UnitTable, b: UnitTable, names: tuple[str, str] = ("A", "B")
                                    f"(another split, data or batching)")
 
 
+BATCH_CELLS = 10_000_000  # the counts a batch of :func:`paired_test`'s resamples holds at once
+
+
 def paired_test(a: UnitTable, b: UnitTable, summarize: Summarize, metric: str, higher_is_better: bool,
                 resamples: int = 10_000, confidence: float = 0.95, seed: int = 0,
                 names: tuple[str, str] = ("A", "B")) -> PairedResult:
@@ -131,10 +134,12 @@ def paired_test(a: UnitTable, b: UnitTable, summarize: Summarize, metric: str, h
     U = len(a)
 
     def value(rows: np.ndarray) -> np.ndarray:  # rows (..., U) -> the metric of each resample (...)
-        totals = table[rows].sum(axis=-2)  # (..., K)
-        flat = totals.reshape(-1, totals.shape[-1])
-        out = np.array([summarize(dict(zip(a.keys, t.tolist())))[metric] for t in flat])
-        return out.reshape(totals.shape[:-1])
+        flat = rows.reshape(-1, U)
+        n = len(flat)  # each resample's totals: how often it draws each row, times the rows (no (n, U, K) gather)
+        counts = np.bincount((flat + 2 * U * np.arange(n)[:, None]).ravel(), minlength=n * 2 * U)
+        totals = counts.reshape(n, 2 * U).astype(np.float64) @ table  # (n, K)
+        out = np.array([summarize(dict(zip(a.keys, t.tolist())))[metric] for t in totals])
+        return out.reshape(rows.shape[:-1])
 
     def difference(x: np.ndarray, y: np.ndarray, axis: int = -1) -> np.ndarray:
         x, y = np.moveaxis(x, axis, -1), np.moveaxis(y, axis, -1)
@@ -143,12 +148,16 @@ def paired_test(a: UnitTable, b: UnitTable, summarize: Summarize, metric: str, h
     ia, ib = np.arange(U), np.arange(U) + U
     observed = float(difference(ia, ib))
     rng = np.random.default_rng(seed)
+    # resamples a batch: at most BATCH_CELLS counts (80 MB). scipy's paired permutations loop over the units in
+    # Python once a batch (~11 us a unit), so the batch is as large as that allows (at bAbI's 20,000 units, 250); a
+    # divisor of `resamples`, since a last short batch would still draw a whole batch of permutations and shift the
+    # bootstrap's draws: the result depends on the seed alone
+    cap = max(1, BATCH_CELLS // (2 * U))
+    batch = next(d for d in range(min(cap, resamples), 0, -1) if resamples % d == 0)
     perm = stats.permutation_test((ia, ib), difference, permutation_type="samples", vectorized=True,
-                                  n_resamples=resamples, alternative="two-sided", random_state=rng,
-                                  batch=max(1, 2_000_000 // (U * table.shape[1])))
+                                  n_resamples=resamples, alternative="two-sided", random_state=rng, batch=batch)
     boot = stats.bootstrap((ia, ib), difference, paired=True, vectorized=True, n_resamples=resamples,
-                           confidence_level=confidence, method="percentile", random_state=rng,
-                           batch=max(1, 2_000_000 // (U * table.shape[1])))
+                           confidence_level=confidence, method="percentile", random_state=rng, batch=batch)
     low, high = boot.confidence_interval
     return PairedResult(metric, float(value(ia)), float(value(ib)), observed, float(low), float(high), confidence,
                         float(perm.pvalue), U, resamples, higher_is_better)
