@@ -10,6 +10,7 @@ import sys
 
 import numpy as np
 import pytest
+import scipy.stats
 import torch
 
 from conftest import subprocess_env
@@ -100,9 +101,16 @@ def test_the_paired_test_depends_on_its_seed_alone_not_on_how_many_resamples_a_b
     rng = np.random.default_rng(3)
     a, b = _accuracy_table(rng.random(300) < 0.6), _accuracy_table(rng.random(300) < 0.55)
     whole = paired_test(a, b, accuracy, "accuracy", True, resamples=700)  # one batch of 700
-    monkeypatch.setattr(compare, "BATCH_CELLS", 2 * 300 * 300)  # at most 300 a batch: 700 = 7 x 100
+    monkeypatch.setattr(compare, "BATCH_CELLS", 2 * 300 * 300)  # at most 300 a batch: 700 = 4 x 175
     batched = paired_test(a, b, accuracy, "accuracy", True, resamples=700)
     assert batched == whole and whole.ci_low < whole.difference < whole.ci_high
+    batches = []  # and where the resamples have no divisor near the cap (701 is prime), batches of the cap
+    permutation_test = scipy.stats.permutation_test
+    monkeypatch.setattr(scipy.stats, "permutation_test", lambda *args, **kw: batches.append(kw["batch"])
+                        or permutation_test(*args, **kw))
+    for resamples in (700, 701):
+        paired_test(a, b, accuracy, "accuracy", True, resamples=resamples)
+    assert batches == [175, 300]
 
 
 def test_perplexity_is_tested_on_whole_units_and_lower_is_better():

@@ -148,12 +148,14 @@ def paired_test(a: UnitTable, b: UnitTable, summarize: Summarize, metric: str, h
     ia, ib = np.arange(U), np.arange(U) + U
     observed = float(difference(ia, ib))
     rng = np.random.default_rng(seed)
-    # resamples a batch: at most BATCH_CELLS counts (80 MB). scipy's paired permutations loop over the units in
-    # Python once a batch (~11 us a unit), so the batch is as large as that allows (at bAbI's 20,000 units, 250); a
-    # divisor of `resamples`, since a last short batch would still draw a whole batch of permutations and shift the
-    # bootstrap's draws: the result depends on the seed alone
-    cap = max(1, BATCH_CELLS // (2 * U))
-    batch = next(d for d in range(min(cap, resamples), 0, -1) if resamples % d == 0)
+    # resamples a batch: at most BATCH_CELLS counts (80 MB as integers, as much again as floats). scipy's paired
+    # permutations loop over the units in Python once a batch (~11 us a unit), so the batch is as large as that
+    # allows (at bAbI's 20,000 units, 250); a divisor of `resamples`, since a last short batch would still draw a
+    # whole batch of permutations and shift the bootstrap's draws: the result depends on the seed alone. Where
+    # `resamples` has no divisor near the cap (a prime), the cap, and the result depends on it too
+    cap = min(max(1, BATCH_CELLS // (2 * U)), resamples)
+    batch = next(d for d in range(cap, 0, -1) if resamples % d == 0)
+    batch = batch if 2 * batch >= cap else cap
     perm = stats.permutation_test((ia, ib), difference, permutation_type="samples", vectorized=True,
                                   n_resamples=resamples, alternative="two-sided", random_state=rng, batch=batch)
     boot = stats.bootstrap((ia, ib), difference, paired=True, vectorized=True, n_resamples=resamples,
