@@ -117,6 +117,13 @@ def check_paired(a: UnitTable, b: UnitTable, names: tuple[str, str] = ("A", "B")
 BATCH_CELLS = 10_000_000  # the counts a batch of :func:`paired_test`'s resamples holds at once
 
 
+def _counts(picks: np.ndarray, size: int) -> np.ndarray:
+    """How often each row of ``picks`` ``(n, m)`` picks each of ``size`` items, as counts ``(n, size)`` (float)."""
+    n = len(picks)
+    counts = np.bincount((picks + size * np.arange(n)[:, None]).ravel(), minlength=n * size)
+    return counts.reshape(n, size).astype(np.float64)
+
+
 def paired_test(a: UnitTable, b: UnitTable, summarize: Summarize, metric: str, higher_is_better: bool,
                 resamples: int = 10_000, confidence: float = 0.95, seed: int = 0,
                 names: tuple[str, str] = ("A", "B")) -> PairedResult:
@@ -134,10 +141,8 @@ def paired_test(a: UnitTable, b: UnitTable, summarize: Summarize, metric: str, h
     U = len(a)
 
     def value(rows: np.ndarray) -> np.ndarray:  # rows (..., U) -> the metric of each resample (...)
-        flat = rows.reshape(-1, U)
-        n = len(flat)  # each resample's totals: how often it draws each row, times the rows (no (n, U, K) gather)
-        counts = np.bincount((flat + 2 * U * np.arange(n)[:, None]).ravel(), minlength=n * 2 * U)
-        totals = counts.reshape(n, 2 * U).astype(np.float64) @ table  # (n, K)
+        # each resample's totals: how often it draws each row, times the rows (no (n, U, K) gather)
+        totals = _counts(rows.reshape(-1, U), 2 * U) @ table  # (n, K)
         out = np.array([summarize(dict(zip(a.keys, t.tolist())))[metric] for t in totals])
         return out.reshape(rows.shape[:-1])
 
@@ -317,8 +322,7 @@ class SeedsUnitsResult:
 
 def _draw_counts(rng: np.random.Generator, n: int, size: int) -> np.ndarray:
     """``n`` draws of ``size`` items with replacement from ``size``, as counts ``(n, size)`` (float)."""
-    picks = rng.integers(size, size=(n, size)) + size * np.arange(n)[:, None]
-    return np.bincount(picks.ravel(), minlength=n * size).reshape(n, size).astype(np.float64)
+    return _counts(rng.integers(size, size=(n, size)), size)
 
 
 def seeds_and_units_test(tables_a: list[UnitTable], tables_b: list[UnitTable], summarize: Summarize, metric: str,
