@@ -737,9 +737,9 @@ VERDICT_RULE = (
     "**not tested**: nothing recorded. **data not available**: the benchmark data lacks the row's data; numbers "
     "recorded on a stand-in are shown, named, and not judged. *Ours* is the best recorded test (or the row's split) "
     "value among the row's experiments in `results/results.jsonl` (the mean, where several seeds were run), with its "
-    "seeds, budget, commit and experiment name; where that number trained settings changed from the row's config "
-    "(a smaller reader: its budget says so) and the config as it is was trained too, that number follows it, and "
-    "its verdict where the two differ. Our setups differ from the papers' (GloVe 6B 50d instead of 840B "
+    "seeds, budget, commit and experiment name; where that number's runs changed settings of the row's config "
+    "(a smaller reader: its budget says so) and the config as it is was trained too, the latter's number follows, "
+    "with its verdict where the two differ. Our setups differ from the papers' (GloVe 6B 50d instead of 840B "
     "300d, mostly shorter training): see the notes in `results/*.md`.")
 
 
