@@ -168,8 +168,8 @@ CLAIMS = {c.name: c for c in (
            ("lstmn-empty", "lstmn-zero-slot", "empty-vs-zero-slot", None)], seeds=1, paper_setup=False),
     # The same past the configs' 40-epoch cap, which all three reached still improving (their records are kept;
     # their checkpoints are not): the empty tape against the LSTM, each to early stopping (patience 6, lr x0.85)
-    # under a cap of 100. ~8 minutes an epoch of each on a core beside the other (session 36's first 3 epochs),
-    # ~60 epochs each: several sessions
+    # under a cap of 100. 9-10 minutes an epoch of each on a core beside the other (sessions 37-38; 8 in session
+    # 36's first 3 epochs), ~60 epochs each: several sessions
     Claim("ptb-lstmn-1layer-dropout-long", "LSTMN < LSTM on PTB, 108 vs 115 test ppl (LSTMN Table 1), memread's "
           "dropout recipe, a tape of 35, the empty tape, each to early stopping (cap 100 epochs); one seed",
           {"lstmn-empty": Run("lstmn-t1-lstmn", 480, (*TAPE_35, 'reader.tape_start="empty"', "train.epochs=100")),
