@@ -783,3 +783,31 @@ def test_the_ten_seed_claims_are_their_base_claims_lstmn_vs_lstm_pair_at_ten_see
         compare = claims.finish_commands(ten)[-1]
         assert compare[compare.index("--record") + 1] == f"claim-{name}-10seeds-lstmn-vs-lstm"
         assert compare[compare.index("--seeds") + 1] == "10"
+
+
+def test_run_gives_each_training_its_threads(tmp_path, monkeypatch):
+    """``--threads`` sets each run's OMP_NUM_THREADS (one by default, two jobs side by side on two cores; a claim's
+    last run alone on two threads), and the comparisons after training run with the same environment."""
+    import subprocess
+    from types import SimpleNamespace
+
+    monkeypatch.chdir(tmp_path)
+    seen = {}
+
+    def fake_train(cmd, env, **kw):
+        seen[cmd[cmd.index("--run-dir") + 1].split("/")[-2]] = env["OMP_NUM_THREADS"]
+        return SimpleNamespace(returncode=0, stdout="", stderr="")
+
+    monkeypatch.setattr(subprocess, "run", fake_train)
+    finished = []
+    monkeypatch.setattr(claims, "finish", lambda claim, jobs, extra, device, env:
+                        finished.append(env["OMP_NUM_THREADS"]) or 0)
+    assert claims.run(_two_run_claim(), 2) == 0
+    assert seen == {"a": "1", "b": "1"} and finished == ["1"]
+    seen.clear()
+    assert claims.run(_two_run_claim(), 1, threads=2) == 0
+    assert seen == {"a": "2", "b": "2"} and finished == ["1", "2"]
+    monkeypatch.setattr(sys, "argv", ["claims.py", "run", "sst-binary", "--threads", "0"])
+    with pytest.raises(SystemExit):
+        claims.main()
+    assert len(seen) == 2 and len(finished) == 2  # nothing ran
