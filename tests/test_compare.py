@@ -281,6 +281,15 @@ def test_memread_compare_seeds_of_two_models(tmp_path, fixtures, monkeypatch):
                    data_root=fixtures)
     plain = json.loads(one.stdout.strip().splitlines()[-1])
     assert got["per_seed"][1]["p_value"] == plain["p_value"] and got["per_seed"][1]["a"] == plain["a"]
+    # one run a side recorded: the seed each trained with (from its config.json, not its folder's name)
+    (tmp_path / "lstm" / "seed2").rename(tmp_path / "lstm" / "second")
+    for a, seeds in (("second", [2]), ("seed1", {"a": [1], "b": [2]})):
+        single = tmp_path / f"single-{a}.jsonl"
+        r = _memread("compare", tmp_path / "lstm" / a, tmp_path / "siamese" / "seed2", "--resamples", "300",
+                     "--record", "one-seed", "--results", single, data_root=fixtures)
+        assert r.returncode == 0, r.stderr
+        assert json.loads(single.read_text())["seeds"] == seeds
+    (tmp_path / "lstm" / "second").rename(tmp_path / "lstm" / "seed2")
     assert 0 <= got["seeds"]["welch_p"] <= 1 or got["seeds"]["welch_p"] != got["seeds"]["welch_p"]  # NaN if no spread
     results = tmp_path / "results.jsonl"
     r = _memread("compare", tmp_path / "lstm", tmp_path / "siamese", "--seeds", "2", "--resamples", "300",

@@ -287,8 +287,13 @@ def compare_runs(run_a: str, run_b: str, data_root, split: str = "test", checkpo
     _same_criterion(a, b, run_a, run_b)
     result = paired_test(ta, tb, a.summarize, metric or a.selection_metric, a.higher_is_better, resamples=resamples,
                          confidence=confidence, seed=seed, names=(run_a, run_b))
+    from pathlib import Path
+
+    from memread.experiment import read_run_config
+
+    trained = [read_run_config(Path(run)).train.seed for run in (run_a, run_b)]  # the seed each run trained with
     return {"run_a": run_a, "run_b": run_b, "split": split, "checkpoint": checkpoint, "batch_size": batch_size,
-            **result.to_dict()}
+            "seed_a": trained[0], "seed_b": trained[1], **result.to_dict()}
 
 
 def pooled(tables: list[UnitTable]) -> UnitTable:
@@ -554,8 +559,11 @@ def result_line(result: dict, experiment: str, dataset: str, command: str, commi
                        if "seeds_and_units" in result else {}),
                     per_seed_p_values=[round(r["p_value"], 6) for r in result["per_seed"]])
     else:
+        # one seed a side: the seed both trained with, or each side's where they differ (one seed each all the same)
+        sa, sb = result["seed_a"], result["seed_b"]
         line.update(value=round(result["difference"], 6), paper_value=paper_value, commit=commit, command=command,
-                    wall_s=round(wall_s, 1), a=round(result["a"], 6), b=round(result["b"], 6),
+                    wall_s=round(wall_s, 1), seeds=[sa] if sa == sb else {"a": [sa], "b": [sb]},
+                    a=round(result["a"], 6), b=round(result["b"], 6),
                     p_value=round(result["p_value"], 6),
                     ci_95=[round(result["ci_low"], 6), round(result["ci_high"], 6)])
     higher = result.get("higher_is_better")
