@@ -142,3 +142,23 @@ def test_a_verdict_settled_with_the_leader_still_improving_says_so():
     assert row.endswith("| does not hold (paper outside) (settled: only B, ahead, still improving) |")
     behind = {**rec, "still_improving": ["A"]}
     assert next(r for r in claims_markdown([behind]) if "x-a-vs-b" in r).endswith("| not converged |")
+
+
+def test_every_recorded_claim_carries_what_the_issue_asks_of_its_line():
+    """Each claim's line in the committed results/results.jsonl (the latest, which speaks for it): the test split,
+    its paper value (None where the paper makes no claim), the seeds (a seed a side where one run each), the
+    comparison's wall time, and how each run ended."""
+    import json
+    from pathlib import Path
+
+    results = Path(__file__).parent.parent / "results" / "results.jsonl"
+    recs = claim_records([json.loads(text) for text in results.read_text(encoding="utf-8").splitlines() if text])
+    assert len(recs) >= 30
+    for rec in recs:
+        name, seeds = rec["experiment"], rec.get("seeds")
+        assert rec["split"] == "test" and "paper_value" in rec and isinstance(rec.get("wall_s"), float), name
+        assert isinstance(seeds, list) and seeds and all(isinstance(s, int) for s in seeds) or (
+            isinstance(seeds, dict) and sorted(seeds) == ["a", "b"]), name
+        several = isinstance(rec.get("a"), list)  # --seeds: each seed's value a side
+        assert not several or len(rec["a"]) == len(seeds) == len(rec["b"]), name
+        assert rec.get("commit") and str(rec.get("command", "")).count("memread compare") >= 1, name
