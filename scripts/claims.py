@@ -2,7 +2,7 @@
 the paired comparisons that decide it: one command starts a claim's runs on both cores, then records them.
 
     python scripts/claims.py list                       every claim: rows, seeds, estimated core-minutes
-    python scripts/claims.py plan wikiqa [--jobs 2]     the shell commands a run would execute
+    python scripts/claims.py plan wikiqa [--jobs 2]     the shell commands a run would execute (--threads N)
     python scripts/claims.py status [wikiqa]            where each run stands: epochs, best valid, how it ended,
                                                         and an unfinished run's hours to its epoch cap
     python scripts/claims.py stage CLAIM [--only RUN,..] [--to .carry]   unfinished runs, slim, for a GPU call
@@ -375,15 +375,18 @@ def extra_overrides(sets: list[str], device: str | None) -> tuple[str, ...]:
     return (*sets, *([f'train.device="{device}"'] if device else []))
 
 
-def plan(claim: Claim, jobs: int, extra: tuple[str, ...] = (), device: str | None = None) -> str:
+def plan(claim: Claim, jobs: int, extra: tuple[str, ...] = (), device: str | None = None, threads: int = 1) -> str:
+    """The shell commands `run` would execute, each with the CPU threads `run` gives it (OMP_NUM_THREADS)."""
+    env = f"OMP_NUM_THREADS={threads} "
     lines = [f"# {claim.name}: {claim.says}"]
     for j, q in enumerate(commands(claim, jobs, extra)):
         minutes = sum(claim.runs[label].minutes for label, _, cmd in q if cmd)
         lines.append(f"# queue {j + 1} (~{minutes:.0f} min on a CPU core):")
         for row, s, cmd in q:
-            lines.append(shlex.join(cmd) if cmd else f"# {claim.root / row / f'seed{s}'}: ended; nothing to train")
+            lines.append(env + shlex.join(cmd) if cmd else f"# {claim.root / row / f'seed{s}'}: ended; nothing to "
+                         "train")
     lines.append("# then:")
-    lines += [shlex.join(c) for c in finish_commands(claim, extra, device)]
+    lines += [env + shlex.join(c) for c in finish_commands(claim, extra, device)]
     return "\n".join(lines)
 
 
@@ -753,15 +756,15 @@ def main() -> int:
             claim = only(claim, args.only.split(","))
         except KeyError as e:
             ap.error(f"--only: {claim.name} has no run {e.args[0]!r} (its runs: {', '.join(claim.runs)})")
+    if args.threads < 1:
+        ap.error(f"--threads: at least 1 (got {args.threads})")
     if args.verb == "plan":
-        print(plan(claim, args.jobs, extra, args.device))
+        print(plan(claim, args.jobs, extra, args.device, args.threads))
         return 0
     if args.verb == "stage":
         return stage(claim, args.to)
     if args.verb == "keep":
         return keep(claim)
-    if args.threads < 1:
-        ap.error(f"--threads: at least 1 (got {args.threads})")
     for run_dir in restore(claim):
         print(f"{run_dir}: put back from {kept(run_dir)} (compared from its records)", flush=True)
     if args.verb == "compare":  # record the comparisons again from ended runs (a new test, say), no row, no training

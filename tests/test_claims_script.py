@@ -807,6 +807,9 @@ def test_run_gives_each_training_its_threads(tmp_path, monkeypatch):
     seen.clear()
     assert claims.run(_two_run_claim(), 1, threads=2) == 0
     assert seen == {"a": "2", "b": "2"} and finished == ["1", "2"]
+    # `plan` shows the same: each command it prints with the threads `run` would give it
+    commands = [line for line in claims.plan(_two_run_claim(), 1, threads=2).splitlines() if not line.startswith("#")]
+    assert len(commands) >= 3 and all(line.startswith("OMP_NUM_THREADS=2 memread ") for line in commands)
     monkeypatch.setattr(sys, "argv", ["claims.py", "run", "sst-binary", "--threads", "0"])
     with pytest.raises(SystemExit):
         claims.main()
