@@ -215,7 +215,8 @@ CLAIMS = {c.name: c for c in (
            ("fixed", "as", "fixed-vs-as", -0.026)], paper_setup=False),
     # The "Gutenberg NE/P": the P questions (prepositions) are 16,620 for training, 7x NE's; an epoch is ~16.5
     # minutes of a core beside another job, and each run early-stopped at 6 epochs: 86-102 minutes of training a run
-    # (sessions 35-36), over the hour, so `run gutenberg-p --seeds 1` (3 seeds, 9 runs, are a GPU's work).
+    # (sessions 35-36), over the hour: seed 1 first (`--seeds 1`), seeds 2-3 on both cores from session 39
+    # (`run gutenberg-p --seeds 3 --jobs 2`, ~5 hours of both).
     # No paper reports P; the comparisons carry CBT-NE's differences, as the bAbI claim's do
     Claim("gutenberg-p", "IAA > fixed-query attention and IAA >= AS Reader (Sordoni Table 2: 68.6, 66.0, 68.6 on "
           "CBT-NE), on the Gutenberg P cloze questions built by the CBT recipe, 3 seeds",
