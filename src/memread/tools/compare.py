@@ -279,7 +279,8 @@ def compare_runs(run_a: str, run_b: str, data_root, split: str = "test", checkpo
                  confidence: float = 0.95, seed: int = 0, progress: bool = False) -> dict:
     """Evaluate both runs on ``split`` (batches of the same size, so that their units are the same) and test
     the difference of ``metric`` (default: the criterion's selection metric). Returns the JSON-able result:
-    ``run_a``, ``run_b``, and :class:`PairedResult`'s fields (``a``, ``b``: the metric of each run)."""
+    ``run_a``, ``run_b``, ``seed_a``, ``seed_b`` (the seed each trained with), and :class:`PairedResult`'s fields
+    (``a``, ``b``: the metric of each run)."""
     batch_size = _batch_size_of([run_a, run_b], split, checkpoint, batch_size)
     tasks: dict = {}
     ta, a, batch_size = _evaluate_units(run_a, data_root, split, checkpoint, batch_size, device, progress, tasks)
