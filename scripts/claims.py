@@ -384,8 +384,8 @@ def plan(claim: Claim, jobs: int, extra: tuple[str, ...] = (), device: str | Non
         minutes = sum(claim.runs[label].minutes for label, _, cmd in q if cmd)
         lines.append(f"# queue {j + 1} (~{minutes:.0f} min on a CPU core):")
         for row, s, cmd in q:
-            lines.append(env + shlex.join(cmd) if cmd else f"# {claim.root / row / f'seed{s}'}: ended; nothing to "
-                         "train")
+            ended = f"# {claim.root / row / f'seed{s}'}: ended; nothing to train"
+            lines.append(env + shlex.join(cmd) if cmd else ended)
     lines.append("# then:")
     lines += [env + shlex.join(c) for c in finish_commands(claim, extra, device)]
     return "\n".join(lines)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from memread.tools.claims import claim_records, claim_verdict, claims_markdown
+from memread.tools.claims import BUDGETS, claim_records, claim_verdict, claims_markdown
 from memread.tools.reproduce import render_markdown, rows
 
 
@@ -162,3 +162,4 @@ def test_every_recorded_claim_carries_what_the_issue_asks_of_its_line():
         several = isinstance(rec.get("a"), list)  # --seeds: each seed's value a side
         assert not several or len(rec["a"]) == len(seeds) == len(rec["b"]), name
         assert rec.get("commit") and str(rec.get("command", "")).count("memread compare") >= 1, name
+        assert rec.get("budget") or name in BUDGETS, name  # how each run ended (older lines: the module's words)

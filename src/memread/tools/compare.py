@@ -560,7 +560,7 @@ def result_line(result: dict, experiment: str, dataset: str, command: str, commi
                        if "seeds_and_units" in result else {}),
                     per_seed_p_values=[round(r["p_value"], 6) for r in result["per_seed"]])
     else:
-        # one seed a side: the seed both trained with, or each side's where they differ (one seed each all the same)
+        # one run a side: [the seed both trained with], or {side: [its seed]} where the two differ
         sa, sb = result["seed_a"], result["seed_b"]
         line.update(value=round(result["difference"], 6), paper_value=paper_value, commit=commit, command=command,
                     wall_s=round(wall_s, 1), seeds=[sa] if sa == sb else {"a": [sa], "b": [sb]},
