@@ -422,6 +422,10 @@ def compare_seeds(root_a: str, root_b: str, seeds: int, data_root, split: str = 
             criterion = criterion or crit
             tables[side].append(table)
     metric = metric or criterion.selection_metric
+    from memread.experiment import read_run_config
+
+    # the seed each run trained with, from its config.json (a folder's name says where it is, not how it trained)
+    trained = {side: [read_run_config(Path(run)).train.seed for run in runs[side]] for side in ("a", "b")}
 
     def test(ta: UnitTable, tb: UnitTable, names: tuple[str, str]) -> PairedResult:
         return paired_test(ta, tb, criterion.summarize, metric, criterion.higher_is_better, resamples=resamples,
@@ -437,7 +441,7 @@ def compare_seeds(root_a: str, root_b: str, seeds: int, data_root, split: str = 
     summary = {side: {"values": values[side], "mean": float(np.mean(values[side])),
                       "std": float(np.std(values[side], ddof=1))} for side in ("a", "b")}
     return {"root_a": root_a, "root_b": root_b, "split": split, "checkpoint": checkpoint, "batch_size": batch_size,
-            "metric": metric, "higher_is_better": criterion.higher_is_better,
+            "metric": metric, "higher_is_better": criterion.higher_is_better, "trained_seeds": trained,
             "seeds": {**summary, "difference": summary["a"]["mean"] - summary["b"]["mean"],
                       "welch_t": float(welch.statistic), "welch_p": float(welch.pvalue)},
             "pooled": pool, "seeds_and_units": both, "per_seed": per_seed}
@@ -539,6 +543,11 @@ def ending_fields(runs_a: list, runs_b: list) -> dict | None:
     return {**out, "still_improving": improving} if improving else out
 
 
+def seeds_field(a: list[int], b: list[int]) -> list[int] | dict[str, list[int]]:
+    """A results line's ``seeds``: the seeds both sides trained with, or ``{"a": .., "b": ..}`` where they differ."""
+    return list(a) if list(a) == list(b) else {"a": list(a), "b": list(b)}
+
+
 def result_line(result: dict, experiment: str, dataset: str, command: str, commit: str | None, wall_s: float,
                 paper_value: float | None = None) -> dict:
     """The ``results.jsonl`` line of a comparison: ``value`` is the difference A - B of the metric (of the seeds'
@@ -548,7 +557,7 @@ def result_line(result: dict, experiment: str, dataset: str, command: str, commi
     if "seeds" in result:  # compare_seeds
         seeds, pool = result["seeds"], result["pooled"]
         line.update(value=round(seeds["difference"], 6), paper_value=paper_value, commit=commit, command=command,
-                    wall_s=round(wall_s, 1), seeds=list(range(1, len(seeds["a"]["values"]) + 1)),
+                    wall_s=round(wall_s, 1), seeds=seeds_field(result["trained_seeds"]["a"], result["trained_seeds"]["b"]),
                     a=[round(v, 6) for v in seeds["a"]["values"]], b=[round(v, 6) for v in seeds["b"]["values"]],
                     mean_a=round(seeds["a"]["mean"], 6), std_a=round(seeds["a"]["std"], 6),
                     mean_b=round(seeds["b"]["mean"], 6), std_b=round(seeds["b"]["std"], 6),
@@ -560,10 +569,8 @@ def result_line(result: dict, experiment: str, dataset: str, command: str, commi
                        if "seeds_and_units" in result else {}),
                     per_seed_p_values=[round(r["p_value"], 6) for r in result["per_seed"]])
     else:
-        # one run a side: [the seed both trained with], or {side: [its seed]} where the two differ
-        sa, sb = result["seed_a"], result["seed_b"]
         line.update(value=round(result["difference"], 6), paper_value=paper_value, commit=commit, command=command,
-                    wall_s=round(wall_s, 1), seeds=[sa] if sa == sb else {"a": [sa], "b": [sb]},
+                    wall_s=round(wall_s, 1), seeds=seeds_field([result["seed_a"]], [result["seed_b"]]),
                     a=round(result["a"], 6), b=round(result["b"], 6),
                     p_value=round(result["p_value"], 6),
                     ci_95=[round(result["ci_low"], 6), round(result["ci_high"], 6)])
