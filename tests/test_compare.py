@@ -319,13 +319,18 @@ def test_memread_compare_seeds_of_two_models(tmp_path, fixtures, monkeypatch):
     assert [len(rec["cost"][side]) for side in ("a", "b")] == [2, 2]
     assert all(c["tokens"] > 0 and c["train_s"] > 0 for side in ("a", "b") for c in rec["cost"][side])
     # the seeds recorded are those the runs trained with (config.json), not their folders' names
-    swap = [tmp_path / "siamese" / n for n in ("seed1", "seed2", "swap")]
-    swap[0].rename(swap[2]), swap[1].rename(swap[0]), swap[2].rename(swap[1])
+    def swap_siamese_seeds():  # seed1 <-> seed2
+        one, two, spare = (tmp_path / "siamese" / n for n in ("seed1", "seed2", "spare"))
+        one.rename(spare)
+        two.rename(one)
+        spare.rename(two)
+
+    swap_siamese_seeds()
     r = _memread("compare", tmp_path / "lstm", tmp_path / "siamese", "--seeds", "2", "--resamples", "300",
                  "--record", "swapped", "--results", tmp_path / "swapped.jsonl", data_root=fixtures)
     assert r.returncode == 0, r.stderr
     assert json.loads((tmp_path / "swapped.jsonl").read_text())["seeds"] == {"a": [1, 2], "b": [2, 1]}
-    swap[0].rename(swap[2]), swap[1].rename(swap[0]), swap[2].rename(swap[1])
+    swap_siamese_seeds()
     r = _memread("compare", tmp_path / "lstm", tmp_path / "siamese", "--seeds", "3", data_root=fixtures)
     assert r.returncode == 2 and "seed3" in r.stderr and "Traceback" not in r.stderr
     # read from the runs' unit records, each model's task (its data loaded) is built once, not once a seed

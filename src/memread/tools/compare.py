@@ -402,6 +402,8 @@ def compare_seeds(root_a: str, root_b: str, seeds: int, data_root, split: str = 
 
     from scipy import stats
 
+    from memread.experiment import read_run_config
+
     if seeds < 2:
         raise MemreadError(f"--seeds {seeds}: at least 2 (one seed is a plain memread compare RUN_A RUN_B)")
     runs = {side: [str(Path(root) / f"seed{s}") for s in range(1, seeds + 1)] for side, root in (("a", root_a),
@@ -422,8 +424,6 @@ def compare_seeds(root_a: str, root_b: str, seeds: int, data_root, split: str = 
             criterion = criterion or crit
             tables[side].append(table)
     metric = metric or criterion.selection_metric
-    from memread.experiment import read_run_config
-
     # the seed each run trained with, from its config.json (a folder's name says where it is, not how it trained)
     trained = {side: [read_run_config(Path(run)).train.seed for run in runs[side]] for side in ("a", "b")}
 
@@ -555,9 +555,9 @@ def result_line(result: dict, experiment: str, dataset: str, command: str, commi
     line = {"experiment": experiment, "dataset": dataset, "split": result["split"],
             "metric": f"{result['metric']}_difference"}
     if "seeds" in result:  # compare_seeds
-        seeds, pool = result["seeds"], result["pooled"]
+        seeds, pool, trained = result["seeds"], result["pooled"], result["trained_seeds"]
         line.update(value=round(seeds["difference"], 6), paper_value=paper_value, commit=commit, command=command,
-                    wall_s=round(wall_s, 1), seeds=seeds_field(result["trained_seeds"]["a"], result["trained_seeds"]["b"]),
+                    wall_s=round(wall_s, 1), seeds=seeds_field(trained["a"], trained["b"]),
                     a=[round(v, 6) for v in seeds["a"]["values"]], b=[round(v, 6) for v in seeds["b"]["values"]],
                     mean_a=round(seeds["a"]["mean"], 6), std_a=round(seeds["a"]["std"], 6),
                     mean_b=round(seeds["b"]["mean"], 6), std_b=round(seeds["b"]["std"], 6),
