@@ -288,13 +288,18 @@ def compare_runs(run_a: str, run_b: str, data_root, split: str = "test", checkpo
     _same_criterion(a, b, run_a, run_b)
     result = paired_test(ta, tb, a.summarize, metric or a.selection_metric, a.higher_is_better, resamples=resamples,
                          confidence=confidence, seed=seed, names=(run_a, run_b))
+    return {"run_a": run_a, "run_b": run_b, "split": split, "checkpoint": checkpoint, "batch_size": batch_size,
+            "seed_a": trained_seed(run_a), "seed_b": trained_seed(run_b), **result.to_dict()}
+
+
+def trained_seed(run: str) -> int:
+    """The seed ``run`` trained with, from its config.json: a folder's name says where a run is, not how it
+    trained."""
     from pathlib import Path
 
     from memread.experiment import read_run_config
 
-    trained = [read_run_config(Path(run)).train.seed for run in (run_a, run_b)]  # the seed each run trained with
-    return {"run_a": run_a, "run_b": run_b, "split": split, "checkpoint": checkpoint, "batch_size": batch_size,
-            "seed_a": trained[0], "seed_b": trained[1], **result.to_dict()}
+    return read_run_config(Path(run)).train.seed
 
 
 def pooled(tables: list[UnitTable]) -> UnitTable:
@@ -402,8 +407,6 @@ def compare_seeds(root_a: str, root_b: str, seeds: int, data_root, split: str = 
 
     from scipy import stats
 
-    from memread.experiment import read_run_config
-
     if seeds < 2:
         raise MemreadError(f"--seeds {seeds}: at least 2 (one seed is a plain memread compare RUN_A RUN_B)")
     runs = {side: [str(Path(root) / f"seed{s}") for s in range(1, seeds + 1)] for side, root in (("a", root_a),
@@ -424,8 +427,7 @@ def compare_seeds(root_a: str, root_b: str, seeds: int, data_root, split: str = 
             criterion = criterion or crit
             tables[side].append(table)
     metric = metric or criterion.selection_metric
-    # the seed each run trained with, from its config.json (a folder's name says where it is, not how it trained)
-    trained = {side: [read_run_config(Path(run)).train.seed for run in runs[side]] for side in ("a", "b")}
+    trained = {side: [trained_seed(run) for run in runs[side]] for side in ("a", "b")}
 
     def test(ta: UnitTable, tb: UnitTable, names: tuple[str, str]) -> PairedResult:
         return paired_test(ta, tb, criterion.summarize, metric, criterion.higher_is_better, resamples=resamples,
