@@ -103,10 +103,10 @@ def test_a_cuda_run_killed_and_resumed_on_cuda_continues_as_the_uninterrupted_on
     trainer = start_run(cfg, killed, tmp_path)
     real = loop_module.Trainer.train_step
 
-    def dies_at_step_5(self, batch):
+    def dies_at_step_5(self, batch, *more):
         if self.global_step + 1 == 5:  # after the checkpoint of step 4: step 5 is replayed on resume
             raise Killed
-        return real(self, batch)
+        return real(self, batch, *more)
 
     with monkeypatch.context() as m:
         m.setattr(loop_module.Trainer, "train_step", dies_at_step_5)

@@ -518,10 +518,10 @@ class Killed(BaseException):
 def _kill_at(monkeypatch, step: int) -> None:
     real = loop_module.Trainer.train_step
 
-    def train_step(self, batch):
+    def train_step(self, batch, *more):
         if self.global_step + 1 == step:
             raise Killed  # the process dies here: what is on disk is what a SIGKILL leaves
-        return real(self, batch)
+        return real(self, batch, *more)
 
     monkeypatch.setattr(loop_module.Trainer, "train_step", train_step)
 

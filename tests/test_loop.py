@@ -453,10 +453,10 @@ def test_a_pause_by_sigtstp_is_taken_out_of_a_runs_seconds(tmp_path):
             trainer.clock = PausableClock(stop=lambda: time.sleep(0.8))
             step = trainer.train_step
 
-            def pausing_step(batch):
+            def pausing_step(batch, *more):
                 if trainer.global_step == 3:
                     signal.raise_signal(signal.SIGTSTP)
-                return step(batch)
+                return step(batch, *more)
 
             trainer.train_step = pausing_step
             t0 = time.perf_counter()

@@ -222,10 +222,13 @@ def cmd_eval(args: argparse.Namespace) -> int:
     from memread.training.loop import evaluate
 
     device = _device(args)
-    cfg, task, model = load_trained(Path(args.run_dir), data_root(args.data_root), args.checkpoint, device)
-    bs = args.batch_size or cfg.train.eval_batch_size or task.default_eval_batch_size
+    cfg, task, model = load_trained(Path(args.run_dir), data_root(args.data_root), args.checkpoint, device,
+                                    context=args.context)
+    # a run's own eval batch size belongs to its own protocol
+    bs = args.batch_size or (args.context is None and cfg.train.eval_batch_size) or task.default_eval_batch_size
     metrics = evaluate(model, task, args.split, bs, progress=sys.stderr.isatty())
-    print(json.dumps({"run_dir": args.run_dir, "split": args.split, "checkpoint": args.checkpoint, **metrics}))
+    told = {"context": args.context} if args.context else {}
+    print(json.dumps({"run_dir": args.run_dir, "split": args.split, "checkpoint": args.checkpoint, **told, **metrics}))
     return 0
 
 
@@ -594,6 +597,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--split", default="test", choices=["train", "valid", "test"])
     p.add_argument("--checkpoint", default="best", choices=["best", "last"])
     p.add_argument("--batch-size", type=int, default=0)
+    p.add_argument("--context", choices=["stream", "sentence"], default=None,
+                   help="a language model: read the split as one stream or each sentence alone, whichever protocol "
+                        "it was trained in (default: its own)")
     _add_device(p)
     _add_data_root(p)
     p.set_defaults(func=cmd_eval)

@@ -8,6 +8,7 @@ statistics, for ``memread compare``: :mod:`memread.training.units`).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 import tempfile
@@ -206,24 +207,41 @@ def resume_run(run_dir: Path, data_root: Path, overrides: list[str] = (), where:
         raise
 
 
-def load_trained(run_dir: Path, data_root: Path, which: str = "best",
-                 device: str = "cpu") -> tuple[ExperimentConfig, Any, torch.nn.Module]:
+def load_trained(run_dir: Path, data_root: Path, which: str = "best", device: str = "cpu",
+                 context: str | None = None) -> tuple[ExperimentConfig, Any, torch.nn.Module]:
     """Config, task and model with the weights of ``checkpoint_{which}.pt`` on ``device`` (a checkpoint
     written on any device loads on any other), ready to evaluate; ``run_dir`` may also be a model archive
-    (``memread export``), which holds one set of weights."""
+    (``memread export``), which holds one set of weights. ``context`` ("stream" or "sentence"): a language
+    model's data read in that protocol instead of its own (:mod:`memread.data.sentence_lm`)."""
     run_dir = Path(run_dir)
     if is_archive(run_dir):
+        if context is not None:
+            raise MemreadError(f"{run_dir}: a model archive is read in its own protocol; evaluate its run folder "
+                               f"to read it in another")
         return load_archive(run_dir, data_root, device)
     cfg = read_run_config(run_dir)
     vocab = Vocab.load(run_dir / "vocab.json")
     ckpt = run_dir / f"checkpoint_{which}.pt"
     payload = load_checkpoint(ckpt)
     check_compatible(payload, cfg.to_dict(), vocab.fingerprint(), ckpt)
+    if context is not None:
+        cfg = with_context(cfg, context, run_dir)
     task = build_task(cfg, data_root, vocab=vocab)
     model = build_model(cfg, task)
     load_model_state(model, payload, ckpt)
     model.to(resolve_device(device)).eval()
     return cfg, task, model
+
+
+def with_context(cfg: ExperimentConfig, context: str, where: Path) -> ExperimentConfig:
+    """``cfg`` with its language-model data read as a stream or sentence by sentence."""
+    if not hasattr(cfg.data, "context"):
+        raise MemreadError(f"{where}: --context applies to a language model; this run's data is '{cfg.data.name}'")
+    if context not in ("stream", "sentence"):
+        raise MemreadError(f"{where}: --context must be stream or sentence, got {context!r}")
+    data = dataclasses.replace(cfg.data, context=context, documents=False) if hasattr(cfg.data, "documents") else \
+        dataclasses.replace(cfg.data, context=context)
+    return dataclasses.replace(cfg, data=data)
 
 
 def final_evaluation(run_dir: Path, data_root: Path, splits=("valid", "test"), progress: bool = False,
@@ -251,4 +269,5 @@ def first_losses(cfg: ExperimentConfig, data_root: Path, steps: int = 2, data: A
     with tempfile.TemporaryDirectory() as tmp:
         trainer = Trainer(cfg, task, model, Path(tmp), task.vocab.fingerprint())
         batches = task.batches("train", cfg.train.batch_size, 0, cfg.train.seed)
-        return [float(trainer.train_step(batches[i]).value.detach()) for i in range(steps)]
+        continues = getattr(batches, "continues", False)
+        return [float(trainer.train_step(batches[i], continues).value.detach()) for i in range(steps)]

@@ -32,7 +32,9 @@ from typing import Any, Iterable
 
 import torch
 
+from memread.data.ptb import EOS
 from memread.data.records import record_example, record_options, tokenize
+from memread.data.sentence_lm import START, lines_at_eos, start_id
 from memread.errors import MemreadError
 from memread.training.distributed import to_device
 
@@ -42,6 +44,8 @@ class TokenScores:
     """A language model's reading of a text: ``logprobs[i]`` is log p(``tokens[i + 1]`` | what precedes)."""
 
     tokens: list[str]
+    # one per predicted token: every token after the first (a stream), or, for a model of sentences read alone
+    # (``data.context = "sentence"``), every token but the ``<s>`` that starts each line's sentence in ``tokens``
     logprobs: list[float]
     nll: float  # mean negative log-probability per predicted token
     ppl: float
@@ -236,11 +240,12 @@ class Predictor:
     def _read(self, tokens: list[str], attention: bool = False):
         """Every segment's output over one text, in order, with the state carried."""
         batches = self.task.data.example_batches([tokens], 1)
+        continues = getattr(batches, "continues", False)  # a stream's segments; sentences are read alone
         state = None
         for i in range(len(batches)):
             batch = to_device(batches[i], self.device)
             out = self._forward(batch, state, attention)
-            state = out.state
+            state = out.state if continues else None
             yield batch, out
 
     def _score_text(self, tokens: list[str], attention: bool) -> TokenScores:
@@ -252,14 +257,22 @@ class Predictor:
             if attention and out.attention is not None:
                 traces.append(_trace(out.attention, 0))
         nll = -sum(logps) / max(len(logps), 1)
+        if self._sentences:  # each line as it was read: <s> w_1 .. w_n <eos>
+            tokens = [t for line in lines_at_eos(tokens) if line for t in (START, *line, EOS)]
         return TokenScores(tokens=list(tokens), logprobs=logps, nll=nll, ppl=math.exp(min(nll, 50.0)),
                            attention=traces or None)
+
+    @property
+    def _sentences(self) -> bool:
+        """A language model of sentences read alone (``data.context = "sentence"``)."""
+        return getattr(self.task.data, "sentence_mode", False)
 
     @torch.no_grad()
     def generate(self, prompt: str | list[str], steps: int = 20, sample: bool = False, temperature: float = 1.0,
                  seed: int | None = None) -> Continuation:
         """Continue ``prompt`` by ``steps`` tokens: greedy, or sampled at ``temperature`` (``seed`` for a
-        repeatable draw). A language model only."""
+        repeatable draw). A language model only. A model of sentences read alone (``data.context =
+        "sentence"``) reads ``<s>`` before the prompt and stops after the ``<eos>`` that ends the sentence."""
         if self.kind != "lm":
             raise MemreadError(f"generate needs a language model; this is a {self.kind} model")
         if steps < 0 or temperature <= 0:
@@ -270,26 +283,36 @@ class Predictor:
             raise MemreadError("generate needs a prompt of at least one token")
         vocab = self.task.vocab
         g = torch.Generator().manual_seed(seed) if seed is not None else None
-        # read the prompt but its last token; then feed one token at a time, carrying the state
+        # read the prompt but its last token in one segment; then feed one token at a time, carrying the state
         state, out_tokens, out_logps = None, [], []
-        ids = vocab.encode(words)
-        for batch, out in self._read(words) if len(words) > 1 else ():
-            state = out.state
+        ids = ([start_id(vocab)] if self._sentences else []) + vocab.encode(words)
+
+        def read(inp: list[int], state):
+            n = len(inp)
+            batch = {"input": torch.tensor([inp], device=self.device),
+                     "target": torch.zeros(1, n, dtype=torch.long, device=self.device),
+                     "mask": torch.ones(1, n, dtype=torch.bool, device=self.device)}
+            return self.model(batch, state)
+
+        if len(ids) > 1:
+            state = read(ids[:-1], None).state
         x = ids[-1]
         for _ in range(steps):
-            batch = {"input": torch.tensor([[x]], device=self.device), "target": torch.zeros(1, 1, dtype=torch.long, device=self.device),
-                     "mask": torch.ones(1, 1, dtype=torch.bool, device=self.device)}
-            out = self.model(batch, state)
+            out = read([x], state)
             state = out.state
             logp = out.logits[0, -1].float().log_softmax(-1).cpu()
             if vocab.pad_id is not None:
                 logp[vocab.pad_id] = -math.inf
+            if self._sentences:  # never a target
+                logp[start_id(vocab)] = -math.inf
             if sample:
                 x = int(torch.multinomial((logp / temperature).softmax(-1), 1, generator=g))
             else:
                 x = int(logp.argmax())
             out_tokens.append(vocab.itos[x])
             out_logps.append(float(logp[x]))
+            if self._sentences and vocab.itos[x] == EOS:  # the sentence has ended: the model knows nothing after
+                break
         return Continuation(prompt=words, tokens=out_tokens, logprobs=out_logps)
 
 

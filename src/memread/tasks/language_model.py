@@ -14,6 +14,19 @@ from memread.tasks.base import TaskSpec, upgrade_sections
 
 
 def check(cfg, where: str) -> None:
+    data = cfg.data
+    if data.context == "stream":
+        for key, default in (("max_len", 0), ("bucket", 20)):
+            if getattr(data, key) != default:
+                raise MemreadError(f"{where}: data.{key} applies to data.context = \"sentence\" (each sentence read "
+                                   f"alone); the stream is cut into data.bptt segments")
+    elif getattr(data, "documents", False):
+        raise MemreadError(f"{where}: data.documents = true reads a corpus as documents in a stream; with data.context "
+                           f"= \"sentence\" every sentence is read alone already: drop one of them")
+    if not READERS[cfg.reader.name].carries_state:
+        raise MemreadError(f"{where}: reader '{cfg.reader.name}' reads a whole sequence before its outputs (it would "
+                           f"see the words it predicts): a language model needs one of "
+                           f"{', '.join(readers_with('carries_state'))}")
     if getattr(cfg.data, "documents", False) and not READERS[cfg.reader.name].resets:
         raise MemreadError(f"{where}: data.documents = true needs a reader that resets at document starts; "
                            f"reader '{cfg.reader.name}' cannot (use one of {', '.join(readers_with('resets'))})")

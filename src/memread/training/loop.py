@@ -65,9 +65,10 @@ def evaluate(model: torch.nn.Module, task: Any, split: str, batch_size: int, pro
     stats: dict[str, float] = defaultdict(float)
     state = None
     batches = task.batches(split, batch_size)
+    continues = getattr(batches, "continues", False)  # a stream: each batch goes on from the last one's state
     if not where.distributed:
         mine = range(len(batches))
-    elif getattr(batches, "continues", False):
+    elif continues:
         mine = range(len(batches)) if where.main else range(0)
     else:
         mine = range(where.rank, len(batches), where.world)
@@ -79,7 +80,7 @@ def evaluate(model: torch.nn.Module, task: Any, split: str, batch_size: int, pro
         with autocast(device, precision):
             out = model(batch, state)
             loss = criterion(out, batch)
-        state = out.state
+        state = out.state if continues else None
         for k, v in loss.stats.items():
             stats[k] += float(v)
         if units is not None:  # None for a batch the criterion does not split by unit
@@ -496,8 +497,9 @@ class Trainer:
         if self.cfg.train.progress and self.where.main:
             tqdm.write(f"restored the best weights (step {best['loop']['global_step']}), lr {self.lr:.4g}", file=sys.stderr)
 
-    def train_step(self, batch: dict) -> Loss:
-        """One optimizer step on ``batch`` with the carried state; the carry moves on."""
+    def train_step(self, batch: dict, continues: bool = True) -> Loss:
+        """One optimizer step on ``batch`` with the carried state; the carry moves on where the batches
+        continue each other (a stream), else the next batch starts from an empty state."""
         T = self.cfg.train
         self.train_model.train()
         batch = to_device(batch, self.device)
@@ -519,7 +521,7 @@ class Trainer:
             self.scaler.update()
         else:
             self.optimizer.step()
-        self.carry = detach_state(out.state)
+        self.carry = detach_state(out.state) if continues else None
         self.global_step += 1
         self.step_loss = value
         if not math.isfinite(value):
@@ -590,7 +592,7 @@ class Trainer:
             stop = False
             for i in range(self.step_in_epoch, n):
                 batch = batches[i]
-                out = self.train_step(batch)
+                out = self.train_step(batch, getattr(batches, "continues", False))
                 self.step_in_epoch = i + 1
                 r = self.running
                 r["loss_sum"] += self.step_loss  # the mean over the processes under torchrun

@@ -12,6 +12,12 @@ each token is conditioned on everything before it.
 ``example_batches(texts, batch_size=1)`` reads token lists (:func:`memread.data.records.lm_tokens`) as
 one more split: one stream (documents mode: each text a document), at batch size 1 in order, so the
 model's per-token log-probabilities follow the texts' tokens after the first.
+
+With ``context = "sentence"`` (the LSTMN authors' protocol, :mod:`memread.data.sentence_lm`) every line of a
+corpus is an example of its own, ``<s> w_1 .. w_n <eos>``, batched right-padded and bucketed by length
+(``bucket``: pools of that many batches sorted by length), the loss masked, no state carried between
+sentences; perplexity counts every word and every ``<eos>``, never ``<s>``. ``max_len`` refuses longer
+sentences (0: no limit). The stream stays the default.
 """
 
 from __future__ import annotations
@@ -25,8 +31,11 @@ from torch import Tensor
 
 from memread.data.cbt import read_cbt
 from memread.data.ptb import EOS, ptb_path, read_ptb
+from memread.data import sentence_lm
 from memread.data.records import data_file, read_text
+from memread.data.text import read_lines
 from memread.data.stories import story_splits, story_text
+from memread.data.batching import Batches
 from memread.data.stream import DocumentStreamBatches, StreamBatches
 from memread.data.vocab import Vocab
 from memread.data.wikitext import map_numbers, read_wikitext, wikitext_path
@@ -35,7 +44,16 @@ from memread.typed import NonNegInt, PositiveInt
 
 
 @dataclass
-class PTBConfig:
+class ContextKeys:
+    """How a corpus is read: one stream (or documents) cut into BPTT segments, or each sentence on its own."""
+
+    context: Literal["stream", "sentence"] = "stream"
+    max_len: NonNegInt = 0  # context "sentence": refuse longer sentences (words); 0 = no limit
+    bucket: NonNegInt = 20  # context "sentence": training batches sorted by length within pools of this many
+
+
+@dataclass
+class PTBConfig(ContextKeys):
     name: Literal["ptb"] = "ptb"
     bptt: PositiveInt = 35
     min_count: NonNegInt = 1
@@ -44,7 +62,7 @@ class PTBConfig:
 
 
 @dataclass
-class WikiTextConfig:
+class WikiTextConfig(ContextKeys):
     name: Literal["wikitext-2", "wikitext-103"] = "wikitext-2"
     bptt: PositiveInt = 35
     min_count: NonNegInt = 1
@@ -54,7 +72,7 @@ class WikiTextConfig:
 
 
 @dataclass
-class StoriesTextConfig:
+class StoriesTextConfig(ContextKeys):
     name: Literal["stories-text"] = "stories-text"
     bptt: PositiveInt = 35
     min_count: NonNegInt = 1
@@ -66,7 +84,7 @@ class StoriesTextConfig:
 
 
 @dataclass
-class CBTTextConfig:
+class CBTTextConfig(ContextKeys):
     name: Literal["cbt-text"] = "cbt-text"
     bptt: PositiveInt = 35
     min_count: NonNegInt = 1
@@ -79,7 +97,7 @@ class CBTTextConfig:
 
 
 @dataclass
-class TextConfig:
+class TextConfig(ContextKeys):
     name: Literal["text"] = "text"
     train: str = ""  # plain UTF-8 text files, relative to the data root (or absolute), .gz allowed
     valid: str = ""
@@ -104,13 +122,21 @@ class LMPipeline:
         self.cfg = cfg
         self.data_root = Path(data_root)
         self.documents_mode = bool(getattr(cfg, "documents", False))
+        self.sentence_mode = cfg.context == "sentence"
+        # any batch size gives the same perplexity of sentences read alone; a stream is exact at batch size 1
+        self.default_eval_batch_size = 64 if self.sentence_mode else 1
         self._tokens: dict[str, list[str]] = {}
+        self._sentences: dict[str, list[sentence_lm.Sentence]] = {}
+        self._encoded: dict[str, list[list[int]]] = {}
         self._documents: dict[str, list[list[str]]] = {}
         self._document_ids: dict[str, list[Tensor]] = {}
         self._ids: dict[str, Tensor] = {}
         if vocab is None:
-            vocab = Vocab.build(self.tokens("train"), min_count=cfg.min_count, max_size=cfg.max_vocab,
-                                specials=("<pad>", "<unk>"))
+            specials = ("<pad>", "<unk>", sentence_lm.START) if self.sentence_mode else ("<pad>", "<unk>")
+            vocab = Vocab.build(self.tokens("train"), min_count=cfg.min_count, max_size=cfg.max_vocab, specials=specials)
+            if self.sentence_mode:  # a new run: every split's sentences checked before anything is written
+                for split in ("train", "valid", "test"):
+                    sentence_lm.check_sentences(self.sentences(split), cfg.max_len)
         self.vocab = vocab
 
     # ------------------------------------------------------------------ load
@@ -143,6 +169,28 @@ class LMPipeline:
             self._documents[split] = [map_numbers(d) for d in docs] if getattr(self.cfg, "numbers", False) else docs
         return self._documents[split]
 
+    def sentences(self, split: str) -> list[sentence_lm.Sentence]:
+        """The split's sentences (its non-blank lines), each with the file and line it came from."""
+        if split not in self._sentences:
+            name = self.cfg.name
+            if name in ("ptb", "wikitext-2", "wikitext-103"):  # every line of the file, blank ones too, ends in <eos>
+                path = ptb_path(self.data_root, split) if name == "ptb" else wikitext_path(self.data_root, name, split)
+                lines = sentence_lm.lines_at_eos(self.tokens(split))
+                places = [f"{path}:{i}" for i in range(1, len(lines) + 1)]
+            elif name == "text":  # read_text skips blank lines
+                path = data_file(self.data_root, getattr(self.cfg, split), split, name)
+                places = [f"{path}:{n}" for n, line in read_lines(path) if line.strip()]
+                lines = sentence_lm.lines_at_eos(self.tokens(split))
+            else:  # generated stories: a story's lines
+                places, lines = [], []
+                for d, doc in enumerate(self.documents(split), 1):
+                    story = sentence_lm.lines_at_eos(doc)
+                    places += [f"{name} {split} split, story {d} line {k}" for k in range(1, len(story) + 1)]
+                    lines += story
+            self._sentences[split] = [sentence_lm.Sentence(tuple(words), where)
+                                      for words, where in zip(lines, places) if words]
+        return self._sentences[split]
+
     def _cloze_file(self, split: str):
         name = {"train": self.cfg.train_file, "valid": self.cfg.valid_file, "test": self.cfg.test_file}[split]
         if not name:
@@ -164,17 +212,36 @@ class LMPipeline:
             self._document_ids[split] = [torch.tensor(self.vocab.encode(d), dtype=torch.long) for d in self.documents(split)]
         return self._document_ids[split]
 
-    def batches(self, split: str, batch_size: int, epoch: int = 0, seed: int = 0) -> StreamBatches | DocumentStreamBatches:
+    def encoded(self, split: str) -> list[list[int]]:
+        """Context "sentence": the split's sentences as ``<s> w_1 .. w_n <eos>`` ids."""
+        if split not in self._encoded:
+            self._encoded[split] = [sentence_lm.encode(s.words, self.vocab) for s in self.sentences(split)]
+        return self._encoded[split]
+
+    def batches(self, split: str, batch_size: int, epoch: int = 0,
+                seed: int = 0) -> StreamBatches | DocumentStreamBatches | Batches:
+        if self.sentence_mode:
+            g = torch.Generator().manual_seed(seed * 1_000_003 + epoch) if split == "train" else None
+            return sentence_lm.sentence_batches(self.encoded(split), batch_size, self.cfg.bucket, self.vocab.pad_id, g)
         if self.documents_mode:
             return DocumentStreamBatches(self.document_ids(split), batch_size, self.cfg.bptt, pad_id=self.vocab.pad_id)
         return StreamBatches(self.ids(split), batch_size, self.cfg.bptt, pad_id=self.vocab.pad_id)
 
-    def example_batches(self, examples: list[list[str]], batch_size: int = 1) -> StreamBatches | DocumentStreamBatches:
+    def example_batches(self, examples: list[list[str]], batch_size: int = 1) -> StreamBatches | DocumentStreamBatches | Batches:
         """Token lists (texts, ``<eos>`` after each line) as a split of their own, read as evaluation reads
         one: one stream of the texts in order, or, with ``documents = true``, each text a document (the
-        reader resets at its start). At ``batch_size`` 1 the targets are every token after the first, in order."""
+        reader resets at its start). At ``batch_size`` 1 the targets are every token after the first, in order.
+        With ``context = "sentence"``: every line of every text a sentence read alone, in order; the targets are
+        each line's words and its ``<eos>``."""
         if batch_size < 1:
             raise MemreadError(f"batch size must be at least 1, got {batch_size}")
+        if self.sentence_mode:  # every line of every text a sentence of its own, in order
+            lines = [words for t in examples for words in sentence_lm.lines_at_eos(t) if words]
+            if not lines:
+                raise MemreadError("nothing to predict: a text needs at least one word")
+            sentence_lm.check_sentences([sentence_lm.Sentence(tuple(w), "input") for w in lines], 0)
+            return sentence_lm.in_order_batches([sentence_lm.encode(w, self.vocab) for w in lines], batch_size,
+                                                self.vocab.pad_id)
         ids = [torch.tensor(self.vocab.encode(t), dtype=torch.long) for t in examples]
         try:
             if self.documents_mode:
