@@ -75,6 +75,7 @@ class Run:
     minutes: float  # estimated minutes a seed, one thread
     sets: tuple[str, ...] = ()  # overrides
     config: str = ""  # the config, where the run has no row (bAbI: no table of the papers reports it)
+    seeds: int | None = None  # at most this many of the claim's seeds (a costly side comparison at 1 seed)
 
     @property
     def config_path(self) -> Path:
@@ -103,9 +104,13 @@ class Claim:
     def root(self) -> Path:
         return RUN_ROOT if self.paper_setup else Path("runs/claims") / self.name
 
+    def seeds_of(self, label: str) -> int:
+        """How many seeds the run ``label`` trains: the claim's, or fewer where the run says so."""
+        return min(self.seeds, self.runs[label].seeds or self.seeds)
+
     def run_dirs(self):
         """Each run's folder, label by label, seed by seed: ``ROOT/LABEL/seedS``."""
-        return [self.root / label / f"seed{s}" for label in self.runs for s in range(1, self.seeds + 1)]
+        return [self.root / label / f"seed{s}" for label in self.runs for s in range(1, self.seeds_of(label) + 1)]
 
 
 def _rows(sets: tuple[str, ...], **minutes: float) -> dict[str, Run]:
@@ -186,6 +191,32 @@ CLAIMS = {c.name: c for c in (
            "glstm": Run("lstmn-t1-glstm-3layer", 160, PTB_PAPER_DEEP),
            "dlstm": Run("lstmn-t1-dlstm-3layer", 130, PTB_PAPER_DEEP),
            "slstm": Run("lstmn-t1-slstm-3layer", 100, PTB_PAPER_DEEP)},
+          [("lstmn", "slstm", "lstmn-vs-slstm", -13.0), ("lstmn", "glstm", "lstmn-vs-glstm", -5.0),
+           ("lstmn", "dlstm", "lstmn-vs-dlstm", -7.0), ("glstm", "slstm", "glstm-vs-slstm", -8.0),
+           ("dlstm", "slstm", "dlstm-vs-slstm", -6.0), ("glstm", "dlstm", "glstm-vs-dlstm", -2.0)],
+          seeds=1, paper_setup=False),
+    # LSTMN Table 1 in the first author's own LM protocol (GitHub cheng6076/mlm): each sentence read alone, `<s> w_1
+    # .. w_n <eos>`, padded and masked, nothing carried between sentences; the LSTMN's tape is the sentence so far
+    # (span 0). The paper's recipe (no dropout), to early stopping (patience 3, at most 40 epochs). An epoch of
+    # PTB's 42k sentences: ~9 minutes of a core for either reader, the softmax over 10k words dominating (1,900
+    # tokens/s each, two jobs side by side); ~15 epochs each. The zero slot (the authors' Torch tape start) at 1 seed
+    Claim("ptb-sentence-1layer", "LSTMN < LSTM on PTB, 108 vs 115 test ppl (LSTMN Table 1), each sentence read alone "
+          "(the authors' LM code), the paper's recipe (no dropout); 3 seeds, the zero-slot tape 1",
+          {"lstmn-empty": Run("", 150, config="configs/ptb/sentence-lstmn.toml"),
+           "lstm": Run("", 140, config="configs/ptb/sentence-lstm.toml"),
+           "lstmn-zero-slot": Run("", 150, ('reader.tape_start="zero_slot"',), config="configs/ptb/sentence-lstmn.toml",
+                                  seeds=1)},
+          [("lstmn-empty", "lstm", "lstmn-empty-vs-lstm", -7.0),
+           ("lstmn-zero-slot", "lstm", "lstmn-zero-slot-vs-lstm", -7.0),
+           ("lstmn-empty", "lstmn-zero-slot", "empty-vs-zero-slot", None)], paper_setup=False),
+    # Table 1's deep rows in the same protocol, one seed: the 3-layer LSTMN against the stacked, gated-feedback and
+    # depth-gated LSTMs, no dropout anywhere (minutes: the 1-layer runs' softmax plus three layers' recurrences)
+    Claim("ptb-sentence-3layer", "3-layer LSTMN < gLSTM < dLSTM < sLSTM on PTB, 102 / 107 / 109 / 115 test ppl (LSTMN "
+          "Table 1), each sentence read alone (the authors' LM code), the paper's recipe (no dropout); one seed",
+          {"lstmn": Run("", 330, config="configs/ptb/sentence-lstmn-3layer.toml"),
+           "glstm": Run("", 220, config="configs/ptb/sentence-glstm.toml"),
+           "dlstm": Run("", 200, config="configs/ptb/sentence-dlstm.toml"),
+           "slstm": Run("", 170, config="configs/ptb/sentence-slstm.toml")},
           [("lstmn", "slstm", "lstmn-vs-slstm", -13.0), ("lstmn", "glstm", "lstmn-vs-glstm", -5.0),
            ("lstmn", "dlstm", "lstmn-vs-dlstm", -7.0), ("glstm", "slstm", "glstm-vs-slstm", -8.0),
            ("dlstm", "slstm", "dlstm-vs-slstm", -6.0), ("glstm", "dlstm", "glstm-vs-dlstm", -2.0)],
@@ -335,8 +366,9 @@ def train_command(claim: Claim, label: str, seed: int, extra: tuple[str, ...] = 
 def queues(claim: Claim, jobs: int, ended: frozenset = frozenset()) -> list[list[tuple[str, int]]]:
     """(label, seed) pairs in ``jobs`` queues: seed by seed, and within a seed the longest run first, each onto the
     least loaded queue; runs in ``ended`` (nothing left to train) weigh nothing."""
-    work = sorted(((label, s) for label in claim.runs for s in range(1, claim.seeds + 1)),
-                  key=lambda w: (w[1], -claim.runs[w[0]].minutes))  # seed by seed: a claim cut short keeps whole seeds
+    # seed by seed (a claim cut short keeps whole seeds), within a seed the runs of every seed first
+    work = sorted(((label, s) for label in claim.runs for s in range(1, claim.seeds_of(label) + 1)),
+                  key=lambda w: (w[1], claim.runs[w[0]].seeds is not None, -claim.runs[w[0]].minutes))
     out: list[list[tuple[str, int]]] = [[] for _ in range(jobs)]
     load = [0.0] * jobs
     for row, s in work:
@@ -349,7 +381,7 @@ def queues(claim: Claim, jobs: int, ended: frozenset = frozenset()) -> list[list
 def commands(claim: Claim, jobs: int, extra: tuple[str, ...] = ()) -> list[list[tuple[str, int, list[str] | None]]]:
     """Each queue's (label, seed, ``train_command``), the runs with nothing left to train weighing nothing."""
     cmds = {(label, s): train_command(claim, label, s, extra)
-            for label in claim.runs for s in range(1, claim.seeds + 1)}
+            for label in claim.runs for s in range(1, claim.seeds_of(label) + 1)}
     ended = frozenset(w for w, cmd in cmds.items() if cmd is None)
     return [[(label, s, cmds[label, s]) for label, s in q] for q in queues(claim, jobs, ended)]
 
@@ -364,7 +396,8 @@ def finish_commands(claim: Claim, extra: tuple[str, ...] = (), device: str | Non
         cmds.append(["memread", "reproduce", row, "--seeds", str(claim.seeds), "--run-root", str(RUN_ROOT), *sets])
     on = ["--device", device] if device else []
     for a, b, name, paper in claim.compare:  # one seed: a plain comparison of the two seed folders
-        runs = ([str(claim.root / a), str(claim.root / b), "--seeds", str(claim.seeds)] if claim.seeds > 1 else
+        seeds = min(claim.seeds_of(a), claim.seeds_of(b))
+        runs = ([str(claim.root / a), str(claim.root / b), "--seeds", str(seeds)] if seeds > 1 else
                 [str(claim.root / a / "seed1"), str(claim.root / b / "seed1")])
         told = ["--paper-value", f"{paper:g}"] if paper is not None else []
         cmds.append(["memread", "compare", *runs, "--record", f"claim-{claim.name}-{name}", *told, *on])
@@ -736,7 +769,7 @@ def main() -> int:
     extra = extra_overrides(args.set, args.device)
     if args.verb == "list":
         for c in CLAIMS.values():
-            total = sum(r.minutes for r in c.runs.values()) * c.seeds
+            total = sum(r.minutes * c.seeds_of(label) for label, r in c.runs.items())
             longest = max(sum(c.runs[label].minutes for label, _ in q) for q in queues(c, args.jobs))
             cost = f"{c.seeds} seeds, ~{total:.0f} core-min, ~{longest:.0f} min on {args.jobs} cores"
             print(f"{c.name:24s} {cost}: {c.says}")

@@ -38,7 +38,7 @@ def test_each_claim_trains_rows_that_exist_with_overrides_that_load(name):
         assert told == paper  # the paper's difference is recorded beside ours
     # every (label, seed) once, over the queues
     work = [w for q in claims.queues(claim, 2) for w in q]
-    assert sorted(work) == sorted((label, s) for label in claim.runs for s in range(1, claim.seeds + 1))
+    assert sorted(work) == sorted((label, s) for label in claim.runs for s in range(1, claim.seeds_of(label) + 1))
 
 
 def test_queues_go_seed_by_seed_longest_first_onto_the_least_loaded_queue():
@@ -141,6 +141,20 @@ def test_the_ptb_claim_trains_both_tape_starts_of_one_row_apart():
         starts[label] = cfg.reader.tape_start
     assert starts == {"lstmn-empty": "empty", "lstmn-zero-slot": "zero_slot"}
     assert not ptb.paper_setup and ptb.seeds == 1
+
+
+def test_the_sentence_claim_trains_the_zero_slot_at_one_seed_after_each_seeds_pair():
+    c = claims.CLAIMS["ptb-sentence-1layer"]
+    assert (c.seeds, c.seeds_of("lstmn-empty"), c.seeds_of("lstm"), c.seeds_of("lstmn-zero-slot")) == (3, 3, 3, 1)
+    cfg = load_experiment(REPO / c.runs["lstmn-zero-slot"].config, c.overrides("lstmn-zero-slot"))
+    assert (cfg.data.context, cfg.reader.span, cfg.reader.tape_start, cfg.head.dropout) == ("sentence", 0, "zero_slot", 0.0)
+    # seed 1's LSTMN and LSTM start first, side by side; the zero slot comes after them
+    assert [q[0] for q in claims.queues(c, 2)] == [("lstmn-empty", 1), ("lstm", 1)]
+    assert "lstmn-zero-slot/seed2" not in " ".join(map(str, c.run_dirs()))
+    compare = {cmd[cmd.index("--record") + 1]: cmd for cmd in claims.finish_commands(c)}
+    assert "--seeds" in compare["claim-ptb-sentence-1layer-lstmn-empty-vs-lstm"]
+    one = compare["claim-ptb-sentence-1layer-lstmn-zero-slot-vs-lstm"]
+    assert "--seeds" not in one and one[2:4] == [str(c.root / "lstmn-zero-slot" / "seed1"), str(c.root / "lstm" / "seed1")]
 
 
 def test_an_invocations_device_and_overrides_reach_every_run_and_comparison(tmp_path, monkeypatch):
