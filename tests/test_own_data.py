@@ -325,7 +325,15 @@ def test_malformed_rank_lines(tmp_path, record, message):
     ({"candidates": ["cat", "big dog"]}, r"field 'candidates\[1\]' must be one word, got 'big dog'$"),
     ({"candidates": []}, r"field 'candidates' must be a non-empty list of words, got \[\]$"),
     ({"document": 3}, r"field 'document' must be a string, got 3$"),
-], ids=["no-placeholder", "answer-not-a-candidate", "candidate-of-two-words", "no-candidates", "document-not-text"])
+    ({"document": "the dog sat on the mat .", "candidates": ["cat", "dog"], "answer": "cat"},
+     r"field 'answer': 'cat' never occurs in the document, so no reader can point at it .*put it in the document "
+     r"or leave the question out$"),
+    ({"candidates": ["cat", "dog", "cat"], "answer": "cat"},
+     r"field 'candidates' holds 'cat' twice \(candidates\[0\] and candidates\[2\]\); list each candidate once$"),
+    ({"query": "the @blank sat on the @blank"}, r"field 'query' holds the placeholder '@blank' 2 times; a question has "
+                                               r"one blank"),
+], ids=["no-placeholder", "answer-not-a-candidate", "candidate-of-two-words", "no-candidates", "document-not-text",
+        "answer-not-in-the-document", "candidate-twice", "two-placeholders"])
 def test_malformed_cloze_lines(tmp_path, change, message):
     data = make_data(tmp_path, "jsonl-cloze")
     good = cloze_records(1, 0)[0]
@@ -339,7 +347,9 @@ def test_malformed_cloze_lines(tmp_path, change, message):
     ({"label": 1}, r"field 'sentences' \(or 'text'\) is missing$"),
     ({"sentences": "a b .", "label": 1}, r"field 'sentences' must be a list of strings"),
     ({"sentences": ["", " "], "label": 1}, r"field 'sentences' is empty \(no words\)$"),
-], ids=["rating-unknown", "sentences-and-text", "no-sentences", "sentences-not-a-list", "sentences-empty"])
+    ({"sentences": ["a b .", " ", "c d ."], "label": 1}, r"field 'sentences\[1\]' is empty \(no words\); remove it"),
+], ids=["rating-unknown", "sentences-and-text", "no-sentences", "sentences-not-a-list", "sentences-empty",
+        "one-sentence-empty"])
 def test_malformed_document_lines(tmp_path, record, message):
     data = make_data(tmp_path, "jsonl-document")
     write_jsonl(tmp_path / data["train"], [document_records(1, 0)[0], record])
@@ -363,6 +373,18 @@ def test_parallel_empty_line_and_missing_side(tmp_path):
     (tmp_path / "parallel" / "test.tgt").write_text("", encoding="utf-8")
     (tmp_path / "parallel" / "test.src").write_text("", encoding="utf-8")
     fails(tmp_path, data, "parallel", r"parallel/test.src: empty file \(no sentences\)$")
+
+
+@pytest.mark.parametrize("side,marker", [("src", "<eos>"), ("tgt", "<eos>"), ("tgt", "</s>"), ("src", "<s>")])
+def test_parallel_lines_holding_a_marker_are_refused(tmp_path, side, marker):
+    data = make_data(tmp_path, "parallel")
+    path = tmp_path / "parallel" / f"valid.{side}"
+    lines = path.read_text(encoding="utf-8").splitlines()
+    lines[2] = f"{lines[2]} {marker} more"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    fails(tmp_path, data, "parallel", rf"parallel/valid.{side}:3: the line holds a literal {marker}; memread marks "
+                                      rf"where a sentence starts and ends itself: remove it$")
+    assert not (tmp_path / "run").exists()
 
 
 def test_text_errors(tmp_path):
@@ -400,6 +422,14 @@ def test_records_without_labels_take_a_dummy_and_name_where():
     assert lm_tokens({"text": "a b\n\nc"}, "stdin:11") == ["a", "b", "<eos>", "c", "<eos>"]
     with pytest.raises(MemreadError, match=r"^stdin:12: field 'text' holds a literal <eos>"):
         lm_tokens({"text": "a <eos> b"}, "stdin:12")
+    with pytest.raises(MemreadError, match=r"^stdin:13: field 'source' holds a literal <eos>; memread marks"):
+        translation_example({"source": "ein <EOS> Haus"}, "stdin:13", lowercase=True, labelled=False)
+    with pytest.raises(MemreadError, match=r"^stdin:14: field 'target' holds a literal </s>"):
+        translation_example({"source": "ein Haus", "target": "a house </s>"}, "stdin:14", labelled=False)
+    # an answer, when given, is checked even for prediction: one that the document never holds is refused
+    with pytest.raises(MemreadError, match=r"^stdin:15: field 'answer': 'd' never occurs in the document"):
+        cloze_example({"document": "a b c", "query": "@ b", "candidates": ["a", "d"], "answer": "d"}, "stdin:15",
+                      placeholder="@", labelled=False)
 
 
 def run_outputs(model, batches) -> list[torch.Tensor]:

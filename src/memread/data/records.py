@@ -22,17 +22,19 @@ your text beforehand as you want it read); with ``lowercase = true`` every word 
     question sharing its ``qid`` and ranked together (MAP, MRR) (:func:`pair_example`).
 ``jsonl-cloze`` (task ``cloze``)
     ``{"document": "...", "query": "... XXXXX ...", "candidates": ["a", "b"], "answer": "a"}``: the
-    query holds the placeholder token (``placeholder``, default ``XXXXX``) at least once; every
-    candidate is one word; the answer is one of them. ``document`` may also be a list of sentences
-    (:func:`cloze_example`).
+    query holds the placeholder token (``placeholder``, default ``XXXXX``) exactly once; every
+    candidate is one word, each listed once; the answer is one of them and occurs in the document (a
+    pointer cannot answer otherwise). ``document`` may also be a list of sentences (:func:`cloze_example`).
 ``jsonl-document`` (task ``document``)
     ``{"sentences": ["first sentence .", "second one ."], "label": 7}`` or ``{"text": "...", "label": 7}``
-    (``text`` split into sentences after every word ending in ``.``, ``!`` or ``?``); ``label`` is a
-    rating value from the config's ``ratings = [...]`` (one class each) (:func:`document_example`).
+    (``text`` split into sentences after every word ending in ``.``, ``!`` or ``?``; an empty sentence of
+    ``sentences`` is refused); ``label`` is a rating value from the config's ``ratings = [...]`` (one class
+    each) (:func:`document_example`).
 ``parallel`` (task ``translate``)
     Two line-aligned files ``<prefix>.<source>`` and ``<prefix>.<target>`` (``train = "data/train"``,
     ``source = "src"``, ``target = "tgt"``: ``data/train.src``, ``data/train.tgt``), one sentence per
-    line, line N of each a pair. A record is ``{"source": "...", "target": "..."}``
+    line, line N of each a pair; a literal ``<eos>``, ``<s>``, ``</s>`` or ``<pad>`` is refused (memread
+    marks sentence starts and ends itself). A record is ``{"source": "...", "target": "..."}``
     (:func:`translation_example`).
 
 Blank lines of a JSON-lines file are skipped and fields a format does not name are ignored (keep an
@@ -121,6 +123,7 @@ def read_parallel(source: Path, target: Path, lowercase: bool = False) -> list[T
         for path, line in ((source, s), (target, t)):
             if not line.strip():
                 raise MemreadError(f"{path}:{lineno}: empty line (line {lineno} of {source.name} and {target.name} is a pair)")
+            _no_marker(tokenize(line, lowercase), f"{path}:{lineno}", "the line holds")
         pair = translation_example({"source": s, "target": t}, f"{source}:{lineno}", lowercase=lowercase)
         pairs.append(TranslationPair(pair.source, pair.target, lineno))
     return pairs
@@ -247,6 +250,9 @@ def cloze_example(record: dict, where: str, *, placeholder: str = BLANK, lowerca
     raw_query = _words(_field(record, "query", where), where, "query", False)
     if placeholder not in raw_query:
         raise MemreadError(f"{where}: field 'query' has no placeholder {placeholder!r} (a whitespace-separated word)")
+    if raw_query.count(placeholder) > 1:
+        raise MemreadError(f"{where}: field 'query' holds the placeholder {placeholder!r} {raw_query.count(placeholder)} "
+                           f"times; a question has one blank (write one question per blank)")
     query = [BLANK if w == placeholder else (w.lower() if lowercase else w) for w in raw_query]
     candidates = _field(record, "candidates", where)
     if not isinstance(candidates, list) or not candidates:
@@ -256,12 +262,19 @@ def cloze_example(record: dict, where: str, *, placeholder: str = BLANK, lowerca
         w = _words(c, where, f"candidates[{i}]", lowercase)
         if len(w) != 1:
             raise MemreadError(f"{where}: field 'candidates[{i}]' must be one word, got {_show(c)}")
+        if w[0] in words:
+            raise MemreadError(f"{where}: field 'candidates' holds {w[0]!r} twice (candidates[{words.index(w[0])}] and "
+                               f"candidates[{i}]); list each candidate once")
         words.append(w[0])
 
     def answer(v: Any) -> str:
         a = _words(v, where, "answer", lowercase)
         if len(a) != 1 or a[0] not in words:
             raise MemreadError(f"{where}: field 'answer': {_show(v)} is not one of the candidates {words}")
+        if not any(a[0] in sentence for sentence in context):
+            raise MemreadError(f"{where}: field 'answer': {a[0]!r} never occurs in the document, so no reader can point "
+                               f"at it (its loss would be constant, with no gradient); put it in the document or "
+                               f"leave the question out")
         return a[0]
 
     return ClozeExample(context, query, _label(record, where, labelled, answer, dummy=words[0], field="answer"), words)
@@ -288,9 +301,12 @@ def document_example(record: dict, where: str, *, ratings: Sequence[int] = (), l
         value = record["sentences"]
         if not isinstance(value, list) or not all(isinstance(s, str) for s in value):
             raise MemreadError(f"{where}: field 'sentences' must be a list of strings, got {_show(value)}")
-        sentences = [t for t in (tuple(tokenize(s, lowercase)) for s in value) if t]
-        if not sentences:
+        sentences = [tuple(tokenize(s, lowercase)) for s in value]
+        if not any(sentences):
             raise MemreadError(f"{where}: field 'sentences' is empty (no words)")
+        if not all(sentences):  # as jsonl-classify refuses an empty text: never dropped without a word
+            raise MemreadError(f"{where}: field 'sentences[{sentences.index(())}]' is empty (no words); remove it "
+                               f"or give it its words")
     else:
         raise MemreadError(f"{where}: field 'sentences' (or 'text') is missing")
 
@@ -305,10 +321,26 @@ def document_example(record: dict, where: str, *, ratings: Sequence[int] = (), l
     return Document(where, tuple(sentences), _label(record, where, labelled, rating, dummy=dummy))
 
 
+# what memread puts around a sentence itself, never a word of one: the translation pipeline's <s>, </s> and
+# padding, and the <eos> that text files and predictions refuse alike
+PAIR_MARKERS = (EOS, "<s>", "</s>", "<pad>")
+
+
+def _no_marker(words: list[str], where: str, what: str) -> list[str]:
+    for w in words:
+        if w in PAIR_MARKERS:
+            raise MemreadError(f"{where}: {what} a literal {w}; memread marks where a sentence starts and ends "
+                               f"itself: remove it")
+    return words
+
+
 def translation_example(record: dict, where: str, *, lowercase: bool = False, labelled: bool = True) -> TranslationPair:
-    """``{"source": "...", "target": "..."}`` -> :class:`TranslationPair` (unlabelled: an empty target)."""
-    source = _words(_field(record, "source", where), where, "source", lowercase)
-    target = _label(record, where, labelled, lambda v: _words(v, where, "target", lowercase), dummy=[], field="target")
+    """``{"source": "...", "target": "..."}`` -> :class:`TranslationPair` (unlabelled: an empty target); a
+    literal ``<eos>``, ``<s>``, ``</s>`` or ``<pad>`` in either is refused (:data:`PAIR_MARKERS`)."""
+    source = _no_marker(_words(_field(record, "source", where), where, "source", lowercase), where, "field 'source' holds")
+    target = _label(record, where, labelled,
+                    lambda v: _no_marker(_words(v, where, "target", lowercase), where, "field 'target' holds"),
+                    dummy=[], field="target")
     return TranslationPair(tuple(source), tuple(target), 0)
 
 
