@@ -7,7 +7,7 @@ the paired comparisons that decide it: one command starts a claim's runs on both
                                                         and an unfinished run's hours to its epoch cap
     python scripts/claims.py stage CLAIM [--only RUN,..] [--to .carry]   unfinished runs, slim, for a GPU call
     python scripts/claims.py keep CLAIM [--only RUN,..]   ended runs' records into results/runs/, to commit
-    python scripts/claims.py unpack OUT1 [OUT2 ..] [--logs results/gpu-sNN]   device calls' runs into runs/
+    python scripts/claims.py unpack OUT1 [OUT2 ..] [--logs results/runs/device-calls/call-N]   device calls' runs into runs/
     python scripts/claims.py resumable RUN_DIR ..       what carries each unfinished run (gpu_checks.sh's CKPTS)
     nohup python scripts/claims.py run wikiqa > logs/claim-wikiqa.log 2>&1 &
     python scripts/claims.py compare wikiqa             its comparisons recorded again from its ended runs (no rows)
@@ -603,6 +603,23 @@ def kept(run_dir: Path) -> Path:
     return KEPT / run_dir.relative_to("runs")
 
 
+def keep_vocab(vocab: Path, dest: Path) -> None:
+    """``dest`` as a relative link to ``results/runs/vocab/SHA256.json``, the vocabulary's content-addressed copy
+    (a claim's runs share one vocabulary; a link is read as the file, and `restore` copies the file)."""
+    import hashlib
+    import os
+    import shutil
+
+    store = KEPT / "vocab"
+    store.mkdir(parents=True, exist_ok=True)
+    target = store / f"{hashlib.sha256(vocab.read_bytes()).hexdigest()}.json"
+    if not target.exists():
+        shutil.copy2(vocab, target)
+    if dest.is_symlink() or dest.exists():
+        dest.unlink()
+    dest.symlink_to(os.path.relpath(target, dest.parent))
+
+
 def keep_run(run_dir: Path) -> Path | None:
     """Copy one ended run's records (:func:`memread.training.loop.record_files`: config, metrics, vocabulary, final
     evaluation, unit records; no checkpoints, ~0.3 MiB a PTB run) into ``results/runs/``; where they went, or None
@@ -620,6 +637,8 @@ def keep_run(run_dir: Path) -> Path | None:
     for f in files:
         if f.suffix == ".npz":  # unit records, deflated (a run trained before memread deflated them)
             copy_record(f, dest / f.name)
+        elif f.name == "vocab.json":  # one file per distinct vocabulary, the run's a link to it
+            keep_vocab(f, dest / f.name)
         else:
             shutil.copy2(f, dest / f.name)
     for stale in set(dest.iterdir()) - {dest / f.name for f in files}:  # an earlier keep's, no longer the run's
@@ -748,7 +767,7 @@ def main() -> int:
     ap.add_argument("claim", nargs="?", help=f"one of {', '.join(sorted(CLAIMS))}; unpack: the device calls' "
                     "output folders; resumable: run folders")
     ap.add_argument("more", nargs="*", help=argparse.SUPPRESS)
-    ap.add_argument("--logs", type=Path, help="unpack: copy each call's logs into LOGS/CALL (e.g. results/gpu-s21)")
+    ap.add_argument("--logs", type=Path, help="unpack: copy each call's logs into LOGS/CALL (e.g. results/runs/device-calls/call-5)")
     ap.add_argument("--jobs", type=int, default=2, help="queues side by side (default 2)")
     ap.add_argument("--threads", type=int, default=1, help="CPU threads of each run (OMP_NUM_THREADS; default 1): "
                     "jobs x threads up to the cores, e.g. --jobs 1 --threads 2 for the last run of a claim")

@@ -27,7 +27,7 @@
 # the tree reports the session's first commit as its HEAD.
 # Runs begun on a CPU go on here: `python scripts/claims.py stage CLAIM --only RUN` copies them, slim, into .carry/
 # (git-ignored); name .carry in the call's carry and they are put in place first. Back on the CPU,
-# `python scripts/claims.py unpack OUT1 [OUT2 ..] --logs results/gpu-sNN` puts each call's runs in place (those that
+# `python scripts/claims.py unpack OUT1 [OUT2 ..] --logs results/runs/device-calls/call-N` puts each call's runs in place (those that
 # got further, with a checkpoint or ended) and its logs beside the session's results.
 # Settings by environment: DEVICE (cuda; cpu for a dry run here), TESTS=0 (no CUDA tests, no memory check), GRACE
 # (seconds a claim may take past MINUTES for its final evaluations and comparisons, 240), BENCH=0 (no benches),

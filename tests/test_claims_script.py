@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 import importlib.util
+import os
 import sys
 from pathlib import Path
 
@@ -669,6 +670,12 @@ def test_keep_commits_an_ended_runs_records_and_run_puts_them_back_in_a_new_chec
     assert sorted(p.name for p in kept.iterdir()) == ["config.json", "final.json", "metrics.jsonl", "units-test.npz",
                                                        "vocab.json"]  # no checkpoints
     assert not (tmp_path / "results/runs/claims/t/b").exists()
+    # the vocabulary once, content-addressed, the run's a relative link to it
+    import hashlib
+
+    vocab = (ended / "vocab.json").read_bytes()
+    assert (kept / "vocab.json").is_symlink() and (kept / "vocab.json").read_bytes() == vocab
+    assert os.readlink(kept / "vocab.json") == f"../../../../vocab/{hashlib.sha256(vocab).hexdigest()}.json"
     (kept / "units-valid.npz").write_bytes(b"an earlier ending's")  # kept again: only the run's present records
     (ended / "metrics.jsonl").write_text((ended / "metrics.jsonl").read_text() * 2)
     assert claims.keep(claim) == 0 and not (kept / "units-valid.npz").exists()
@@ -697,6 +704,7 @@ def test_keep_commits_an_ended_runs_records_and_run_puts_them_back_in_a_new_chec
     assert got["runs/claims/t/b/seed1"] == "not started"
     assert claims.restore(claim) == [Path("runs/claims/t/a/seed1")]
     assert (ended / "units-test.npz").read_bytes() == (kept / "units-test.npz").read_bytes()
+    assert not (ended / "vocab.json").is_symlink() and (ended / "vocab.json").read_bytes() == vocab
     assert claims.train_command(claim, "a", 1) is None  # compared from its records, not trained again
     assert claims.train_command(claim, "b", 1)[:2] == ["memread", "train"]
     assert claims.run_status(ended).startswith("done (early stop)") and "compared from its records" in \

@@ -557,3 +557,19 @@ def test_runs_that_differ_in_length_bucketing_pair_the_same_examples(tmp_path, f
     assert record_path(bucketed, "test").is_file()  # kept by the comparison, in the bucketed batch order
     again, _, _ = _evaluate_units(str(bucketed), fixtures, "test", "best", 3, "cpu", False)
     np.testing.assert_allclose(again.values, a.values, rtol=1e-6, atol=1e-9)
+
+
+def test_kept_run_records_with_shared_vocabularies_give_their_recorded_claim(real_data):
+    """The committed records of two ended runs (results/runs: no checkpoints, each vocabulary.json a link to its
+    one content-addressed copy) are paired again from their unit records: the recorded claim's numbers."""
+    from conftest import REPO
+
+    root = real_data("ptb")
+    kept = REPO / "results/runs/claims/ptb-lstmn-1layer-dropout-long"
+    a, b = kept / "lstmn-empty/seed1", kept / "lstm/seed1"
+    assert (a / "vocab.json").is_symlink() and not (a / "checkpoint_best.pt").exists()
+    got = compare.compare_runs(str(a), str(b), root, resamples=200)
+    lines = [json.loads(line) for line in (REPO / "results/results.jsonl").read_text().splitlines() if line.strip()]
+    want = [r for r in lines if r["experiment"] == "claim-ptb-lstmn-1layer-dropout-long-lstmn-empty-vs-lstm"][-1]
+    assert (got["a"], got["b"]) == (pytest.approx(want["a"], abs=1e-6), pytest.approx(want["b"], abs=1e-6))
+    assert got["difference"] == pytest.approx(want["value"], abs=1e-6)

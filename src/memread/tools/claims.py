@@ -176,7 +176,7 @@ def claims_markdown(results: Iterable[dict]) -> list[str]:
         "## Claims: two models compared at equal recipe",
         "",
         "Generated from the `claim-*` comparisons in `results/results.jsonl` (`memread compare --record`, run by "
-        "`scripts/claims.py`); notes in `results/issue23-claims.md`. **Verdict rule** "
+        "`scripts/claims.py`); notes in `results/notes/claims.md`. **Verdict rule** "
         "(`memread.tools.claims.claim_verdict`): *p* is the paired test on the test units (pooled over seeds where "
         "several were run). **holds**: p < 0.05 with the paper's sign; **does not hold**: p < 0.05 with the opposite "
         "sign, or any p < 0.05 where the paper has the models level; **within noise**: p >= 0.05 (level claims: "

@@ -150,7 +150,7 @@ def _nse_t2(slug, name, map_, mrr, config=None, exps=()) -> list[Row]:
 
 
 def _nse_t4(slug, name, yelp_acc, yelp_mse, imdb_acc, imdb_mse, config=None) -> list[Row]:
-    note = ("reads aclImdb's 8 star classes, not comparable: results/issue6-documents.md; for Tang et al.'s files "
+    note = ("reads aclImdb's 8 star classes, not comparable: results/notes/document-readers.md; for Tang et al.'s files "
             "set data.name = \"tang\"") if config else ""
     kw = dict(data_missing=MISSING_TANG, note=note)
     return [_one(f"nse-t4-yelp13-{slug}", "nse", "Table 4", name, "Yelp 2013 (Tang et al.)", "accuracy", "test",
