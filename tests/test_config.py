@@ -11,6 +11,8 @@ from typing import Annotated, Optional
 import pytest
 
 from memread.config import TrainConfig, experiment_from_dict, load_experiment, parse_override
+from memread.data.pipelines import DATASETS
+from memread.heads import DEFAULT_HEADS, HEADS
 from memread.errors import MemreadError
 from memread.typed import NonNegFloat, PositiveInt, Probability, Range, _coerce, from_dict
 
@@ -61,10 +63,35 @@ def test_unknown_section_reader_and_task(tmp_path):
         load_experiment(write(tmp_path, GOOD + "[model]\nx = 1\n"))
     with pytest.raises(MemreadError, match="reader.name"):
         load_experiment(write(tmp_path, GOOD.replace('name = "lstm"', 'name = "transformer"')))
-    with pytest.raises(MemreadError, match=r"missing section \[head\]"):
-        load_experiment(write(tmp_path, GOOD.replace('[head]\nname = "lm"\nemb = 16\n', "")))
     with pytest.raises(MemreadError, match="key 'data.name' must be one of"):
         load_experiment(write(tmp_path, GOOD.replace('"stories-text"', '"imagenet"')))
+
+
+@pytest.mark.parametrize("data,head", [
+    ({"name": "text"}, "lm"), ({"name": "ptb"}, "lm"), ({"name": "jsonl-classify", "classes": 2}, "mlp"),
+    ({"name": "jsonl-pair", "classes": 3}, "pair"), ({"name": "wikiqa"}, "pair"), ({"name": "jsonl-cloze"}, "pointer"),
+    ({"name": "parallel"}, "attention_decoder"), ({"name": "jsonl-document", "ratings": [1, 2]}, "hierarchical"),
+], ids=lambda x: x["name"] if isinstance(x, dict) else x)
+def test_the_head_defaults_by_the_datas_task(data, head):
+    """No [head] (or a [head] without its name): the task's default head, as [criterion] defaults by dataset."""
+    cfg = experiment_from_dict({"data": data, "reader": {"name": "lstm", "hidden": 8}}, "x.toml")
+    assert cfg.head.name == head and cfg.head == HEADS[head].Config()
+    sized = experiment_from_dict({"data": data, "reader": {"name": "lstm"}, "head": {"emb": 12}}, "x.toml")
+    assert sized.head.name == head and sized.head.emb == 12
+
+
+def test_a_wrong_head_name_lists_the_heads_that_fit_the_data():
+    raw = {"data": {"name": "jsonl-cloze"}, "reader": {"name": "lstm"}}
+    with pytest.raises(MemreadError, match=r"^x.toml: key 'head.name' = 'pointr' is no head; heads for 'cloze' data "
+                                           r"\(data.name = 'jsonl-cloze'\): pointer \(the default\), as_reader, "
+                                           r"final_state, iaa$"):
+        experiment_from_dict({**raw, "head": {"name": "pointr"}}, "x.toml")
+    with pytest.raises(MemreadError, match=r"head 'mlp' does not serve 'cloze' data .*heads for it: pointer \(the "
+                                           r"default\), as_reader, final_state, iaa$"):
+        experiment_from_dict({**raw, "head": {"name": "mlp"}}, "x.toml")
+    # every task a dataset feeds has a default head that serves it
+    assert {d.task for d in DATASETS.values()} <= set(DEFAULT_HEADS)
+    assert all(task in HEADS[name].tasks for task, name in DEFAULT_HEADS.items())
 
 
 def test_every_section_is_airtight(tmp_path):

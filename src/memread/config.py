@@ -6,8 +6,8 @@ An experiment is data + reader + head + criterion + train, one section each::
     name = "ptb"
     [reader]        # memread.readers.READERS: the reader and its sizes
     name = "lstm"
-    [head]          # memread.heads.HEADS: what surrounds the reader (embeddings, output layers, decoder)
-    name = "lm"
+    [head]          # memread.heads.HEADS: what surrounds the reader (optional: the task's default,
+    name = "lm"     # memread.heads.DEFAULT_HEADS)
     [criterion]     # memread.criteria.CRITERIA: the loss and metrics (optional: the dataset's default)
     name = "lm_nll"
     [train]         # the one training loop's settings (TrainConfig below)
@@ -177,7 +177,7 @@ def experiment_from_dict(raw: dict, where: str) -> ExperimentConfig:
     train}`` one) against the registries' config classes and against each other."""
     from memread.criteria import CRITERIA
     from memread.data.pipelines import DATASETS
-    from memread.heads import HEADS
+    from memread.heads import DEFAULT_HEADS, HEADS, heads_for
     from memread.readers import READERS
     from memread.tasks import TASKS
 
@@ -187,11 +187,15 @@ def experiment_from_dict(raw: dict, where: str) -> ExperimentConfig:
             raise MemreadError(f"{where}: unknown section '{key}' (known: {', '.join(SECTIONS)})")
     data = _section(raw, "data", DATASETS, where)
     task = DATASETS[data.name].task
-    head = _section(raw, "head", HEADS, where)
+    fits = ", ".join(f"{n} (the default)" if n == DEFAULT_HEADS[task] else n for n in heads_for(task))
+    name = raw["head"].get("name") if isinstance(raw.get("head"), dict) else None
+    if name is not None and name not in HEADS:  # the heads that fit this data, not all of them
+        raise MemreadError(f"{where}: key 'head.name' = {name!r} is no head; heads for {task!r} data (data.name = "
+                           f"{data.name!r}): {fits}")
+    head = _section(raw, "head", HEADS, where, default=DEFAULT_HEADS[task])  # no [head]: the task's default
     if task not in HEADS[head.name].tasks:
-        fits = sorted(n for n, h in HEADS.items() if task in h.tasks)
         raise MemreadError(f"{where}: head '{head.name}' does not serve {task!r} data (data.name = {data.name!r}); "
-                           f"heads for it: {', '.join(fits)}")
+                           f"heads for it: {fits}")
     criterion = _section(raw, "criterion", CRITERIA, where, default=DATASETS[data.name].criterion)
     if task not in CRITERIA[criterion.name].tasks:
         fits = sorted(n for n, c in CRITERIA.items() if task in c.tasks)

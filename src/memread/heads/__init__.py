@@ -45,4 +45,16 @@ HEADS: dict[str, HeadSpec] = {
     # >>> more task shapes register here
 }
 
-__all__ = ["HEADS", "HeadSpec", "ModelOutput"]
+# the head an experiment without ``[head] name`` gets, by its dataset's task shape (as ``[criterion]`` defaults by
+# dataset): the ones the earlier ``[task]`` form defaulted to, each the plainest that serves the task with any reader
+DEFAULT_HEADS: dict[str, str] = {"lm": "lm", "classify": "mlp", "pair": "pair", "cloze": "pointer",
+                                 "translate": "attention_decoder", "document": "hierarchical"}
+
+
+def heads_for(task: str) -> list[str]:
+    """The heads that serve ``task``, its default first."""
+    fits = sorted(n for n, h in HEADS.items() if task in h.tasks)
+    return sorted(fits, key=lambda n: n != DEFAULT_HEADS.get(task))
+
+
+__all__ = ["DEFAULT_HEADS", "HEADS", "HeadSpec", "ModelOutput", "heads_for"]
