@@ -198,6 +198,59 @@ def test_two_train_processes_on_one_folder_write_one_log(config, tmp_path):
     assert steps == list(range(1, 31))  # each record once, in order
 
 
+HOLD_THEN_GIVE_BACK = """
+import sys, time
+from memread.training.runlock import RunLock
+RunLock(sys.argv[1]).acquire().release()  # a writer that ended, in a process that lives on (a notebook)
+print("released", flush=True)
+time.sleep(120)
+"""
+
+
+@pytest.mark.slow
+def test_a_deleted_lock_file_does_not_let_a_second_writer_in(config, tmp_path, capsys):
+    """``RUN/.lock`` deleted while its holder trains no longer locks anything (a new writer flocks a new file):
+    ``.lock.json`` names the live holder, so ``train --resume`` is still refused, naming it, with nothing written;
+    once the holder is dead, or where the pid it names belongs to a process started after it (reused), the resume
+    goes on; a process that gave the lock back and lives on does not block anyone."""
+    run = tmp_path / "run"
+    assert run_cli(capsys, "train", str(config), "--run-dir", str(run), "--set", "train.max_steps=3")[0] == 0
+    assert not (run / ".lock.json").exists()  # given back with the lock
+    before = saved(run)
+    holder = subprocess.Popen([sys.executable, "-c", HOLD, str(run)], stdout=subprocess.PIPE, text=True,
+                              env=subprocess_env())
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        (run / ".lock").unlink()  # an `rm`, a sync tool: the holder trains on
+        code, err = run_cli(capsys, "train", "--resume", str(run), "--set", "train.max_steps=6")
+        line = one_error_line(err)
+        assert code == 2 and f"pid {holder.pid}" in line and "another memread process is writing" in line, line
+        assert ".lock file was deleted" in line, line
+        assert saved(run) == before
+        assert f"pid {holder.pid}" in writer(run)  # `claims.py status` sees it too
+        # the same pid in a description written before that process began: a reused pid, not the holder
+        owner = json.loads((run / ".lock.json").read_text())
+        (run / ".lock.json").write_text(json.dumps({**owner, "started": owner["started"] - 3600}))
+        assert writer(run) is None
+        (run / ".lock.json").write_text(json.dumps(owner))
+    finally:
+        holder.send_signal(signal.SIGKILL)
+        holder.wait()
+    assert writer(run) is None
+    gave_back = subprocess.Popen([sys.executable, "-c", HOLD_THEN_GIVE_BACK, str(run)], stdout=subprocess.PIPE,
+                                 text=True, env=subprocess_env())
+    try:
+        assert gave_back.stdout.readline().strip() == "released"
+        assert writer(run) is None and not (run / ".lock.json").exists()
+        code, err = run_cli(capsys, "train", "--resume", str(run), "--set", "train.max_steps=6")
+        assert code == 0, err
+    finally:
+        gave_back.send_signal(signal.SIGKILL)
+        gave_back.wait()
+    assert [r["step"] for r in records(run, "valid")] == [3, 6]
+    assert [r["step"] for r in records(run, "train")] == [5]  # one writer's records: steps 1-5 of a log_every of 5
+
+
 KILLED_WHILE_SAVING = """
 import sys, time
 from memread import cli
