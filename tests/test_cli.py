@@ -76,3 +76,27 @@ def test_cli_errors_are_one_line(tmp_path, fixtures):
     # not a run directory, not a config
     assert_one_line_error(memread("eval", tmp_path, data_root=root), "not a memread run directory")
     assert_one_line_error(memread("train", tmp_path / "nope.toml", data_root=root), "nope.toml: config file not found")
+
+
+def test_train_help_lists_every_train_key_with_its_default_and_meaning(capsys):
+    """`memread train --help` shows the [train] keys, generated from TrainConfig and its field comments."""
+    import dataclasses
+    import re
+
+    from memread import cli
+    from memread.config import TrainConfig, _toml
+
+    with pytest.raises(SystemExit) as e:
+        cli.main(["train", "--help"])
+    assert e.value.code == 0
+    out = capsys.readouterr().out
+    assert "[train] keys (the config's [train] table, or --set train.KEY=VALUE)" in out
+    for f in dataclasses.fields(TrainConfig):
+        default = f.default if f.default is not dataclasses.MISSING else f.default_factory()
+        line = re.search(rf"^  {f.name} = (.*)$", out, re.M)
+        assert line, f"train.{f.name} is not listed"
+        value, _, meaning = line.group(1).partition("  ")
+        assert value.strip() == _toml(default) and meaning.strip(), f"train.{f.name}: {line.group(0)!r}"
+    assert re.search(r"^  lr = 0\.001 +learning rate$", out, re.M)
+    assert re.search(r"^  max_minutes = 0\.0 +a job's time limit", out, re.M)
+    assert re.search(r"^  betas = \[0\.9, 0\.999\] +adam's", out, re.M) and 'device = "auto"' in out

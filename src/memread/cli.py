@@ -553,7 +553,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=1)
     p.set_defaults(func=cmd_quickstart)
 
-    p = sub.add_parser("train", help="train an experiment")
+    from memread.config import train_keys_help  # torch-free: the [train] keys, from TrainConfig itself
+
+    p = sub.add_parser("train", help="train an experiment", epilog=train_keys_help(),
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("config", nargs="?", help="TOML experiment file")
     p.add_argument("--run-dir", help="default: runs/<config name>")
     p.add_argument("--resume", metavar="RUN_DIR", help="continue a run from its checkpoint_last.pt")

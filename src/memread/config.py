@@ -40,18 +40,19 @@ DeviceName = Annotated[str, Pattern(r"auto|cpu|mps|cuda(:[0-9]+)?", "'auto', 'cp
 class TrainConfig:
     """Settings of the training loop (``[train]``); every task and reader shares them."""
 
-    optimizer: Literal["sgd", "adam"] = "adam"
-    lr: PositiveFloat = 1e-3
+    optimizer: Literal["sgd", "adam"] = "adam"  # "sgd" or "adam"
+    lr: PositiveFloat = 1e-3  # learning rate
     # per-parameter factors on lr: {glob over parameter names = factor}, e.g. {"*.v" = 0.1}; the first
     # pattern that matches a name wins; decay and restore_best keep the ratios
     lr_scale: dict[str, NonNegFloat] = field(default_factory=dict)
-    momentum: Probability = 0.0
-    weight_decay: NonNegFloat = 0.0
-    betas: tuple[Probability, Probability] = (0.9, 0.999)
+    momentum: Probability = 0.0  # sgd's momentum
+    weight_decay: NonNegFloat = 0.0  # L2 penalty on every parameter, added by the optimizer
+    betas: tuple[Probability, Probability] = (0.9, 0.999)  # adam's moving-average factors
     clip: NonNegFloat = 5.0  # renormalise the gradient when its norm exceeds this; 0 = off
+    # examples per optimizer step (a language model: columns of the stream read side by side)
     batch_size: PositiveInt = 32
     eval_batch_size: NonNegInt = 0  # 0 = the task's default (1 for language modelling: exact perplexity)
-    epochs: PositiveInt = 10
+    epochs: PositiveInt = 10  # passes over the training data
     max_steps: NonNegInt = 0  # stop after this many optimizer steps; 0 = no cap
     # a job's time limit: after this many minutes of training in this process, validate, checkpoint and stop
     # ("max_minutes"; `memread train --resume` goes on with a new allowance); 0 = no limit
@@ -66,7 +67,7 @@ class TrainConfig:
     # that are not finite stop it
     divergence: NonNegFloat = 10.0
     restore_best: bool = False  # on a validation worse than the best, go back to checkpoint_best's weights (lr stays decayed)
-    seed: int = 1
+    seed: int = 1  # the model's initialisation and the order of the training batches
     log_every: PositiveInt = 50  # optimizer steps between lines in metrics.jsonl
     checkpoint_every: NonNegInt = 0  # also write checkpoint_last every N steps (0 = at evaluations only)
     progress: bool = True  # progress bar on stderr
@@ -77,6 +78,65 @@ class TrainConfig:
     # "32": float32; "bf16-mixed" / "16-mixed": torch.autocast to bfloat16 / float16 (with a gradient scaler),
     # the recurrences of the hand-written readers kept in float32
     precision: Literal["32", "bf16-mixed", "16-mixed"] = "32"
+
+
+def _toml(value: Any) -> str:
+    """A default as it is written in TOML."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return json.dumps(value)
+    if isinstance(value, (tuple, list)):
+        return "[" + ", ".join(_toml(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{k} = {_toml(v)}" for k, v in value.items()) + "}"
+    return repr(value)
+
+
+def field_comments(cls: type) -> dict[str, str]:
+    """The comments of a dataclass's fields in its source, one line each: the full-line comments just above a
+    field and the comment after it (``{}`` where the source cannot be read)."""
+    import ast
+    import inspect
+    import io
+    import textwrap
+    import tokenize
+
+    try:
+        source = textwrap.dedent(inspect.getsource(cls))
+    except (OSError, TypeError):
+        return {}
+    comments = {tok.start[0]: (tok.string.lstrip("#").strip(), tok.line.lstrip().startswith("#"))
+                for tok in tokenize.generate_tokens(io.StringIO(source).readline) if tok.type == tokenize.COMMENT}
+    out, after = {}, 0
+    for node in ast.parse(source).body[0].body:
+        if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+            above = [text for line, (text, whole) in sorted(comments.items()) if after < line < node.lineno and whole]
+            trailing = [text for line, (text, whole) in sorted(comments.items())
+                        if node.lineno <= line <= node.end_lineno and not whole]
+            out[node.target.id] = " ".join(above + trailing)
+        after = getattr(node, "end_lineno", after) or after
+    return out
+
+
+def train_keys_help(width: int = 100) -> str:
+    """Every ``[train]`` key with its default and meaning, from :class:`TrainConfig` and its field comments (the
+    list ``memread train --help`` shows)."""
+    import textwrap
+
+    meanings = field_comments(TrainConfig)
+    lines = ["[train] keys (the config's [train] table, or --set train.KEY=VALUE), with their defaults:"]
+    for f in dataclasses.fields(TrainConfig):
+        default = f.default if f.default is not dataclasses.MISSING else f.default_factory()  # type: ignore[misc]
+        head = f"  {f.name} = {_toml(default)}"
+        wrapped = textwrap.wrap(meanings.get(f.name, ""), width, initial_indent=" " * 31, subsequent_indent=" " * 31,
+                                break_on_hyphens=False) or [""]
+        if len(head) < 30:  # the key beside its meaning's first line, else on a line of its own
+            lines.append(head.ljust(31) + wrapped.pop(0)[31:])
+        else:
+            lines.append(head)
+        lines += wrapped
+    return "\n".join(line.rstrip() for line in lines)
 
 
 class SectionConfig(Protocol):
