@@ -100,3 +100,43 @@ def test_train_help_lists_every_train_key_with_its_default_and_meaning(capsys):
     assert re.search(r"^  lr = 0\.001 +learning rate$", out, re.M)
     assert re.search(r"^  max_minutes = 0\.0 +a job's time limit", out, re.M)
     assert re.search(r"^  betas = \[0\.9, 0\.999\] +adam's", out, re.M) and 'device = "auto"' in out
+
+
+STORIES_LM = """
+[data]
+name = "stories-text"
+stories = 40
+bptt = 8
+[reader]
+name = "lstm"
+hidden = 8
+[head]
+emb = 8
+[train]
+batch_size = 4
+epochs = 2
+progress = false
+"""
+
+
+@pytest.mark.parametrize("setting,ending", [
+    ("train.max_minutes=0.000001", r"stopped: max_minutes \(train.max_minutes = 1e-06 spent, at step 1; memread train "
+                                   r"--resume \S+ goes on with a new allowance\)"),
+    ("train.max_steps=2", r"stopped: max_steps \(train.max_steps = 2 reached\)"),
+    ("train.epochs=1", r"stopped: epochs \(train.epochs = 1 done\)"),
+], ids=["max_minutes", "max_steps", "epochs"])
+def test_train_says_how_the_run_ended(tmp_path, capsys, setting, ending):
+    """The last output of `memread train` says why it stopped: `stopped: max_minutes`, as the README promises."""
+    import re
+
+    from memread import cli
+
+    cfg = tmp_path / "lm.toml"
+    cfg.write_text(STORIES_LM)
+    run = tmp_path / "run"
+    assert cli.main(["train", str(cfg), "--run-dir", str(run), "--data-root", str(tmp_path), "--set", setting]) == 0
+    out, err = capsys.readouterr()
+    assert re.search(rf"^{ending}$", err, re.M), err
+    result = json.loads(out.strip().splitlines()[-1])
+    assert result["stopped"] == setting.split("=")[0].split(".")[1] and result["run_dir"] == str(run)
+    assert "ppl" in result["test"]

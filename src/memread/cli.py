@@ -106,8 +106,27 @@ def cmd_train(args: argparse.Namespace) -> int:
         if not where.main:
             return 0
         result = final_evaluation(run_dir, root, progress=trainer.cfg.train.progress, device=str(where.device))
-    print(json.dumps({"run_dir": str(run_dir), **result}))
+    print(_ending(trainer, run_dir), file=sys.stderr)
+    print(json.dumps({"run_dir": str(run_dir), "stopped": trainer.stopped, **result}))
     return 0
+
+
+def _ending(trainer, run_dir: Path) -> str:
+    """How a finished run ended, in one line: ``stopped: REASON (what it means)``."""
+    T, why = trainer.cfg.train, trainer.stopped
+    if why == "max_minutes":
+        what = (f"train.max_minutes = {T.max_minutes:g} spent, at step {trainer.global_step}; memread train --resume "
+                f"{run_dir} goes on with a new allowance")
+    elif why == "max_steps":
+        what = f"train.max_steps = {T.max_steps} reached"
+    elif why == "early":
+        what = (f"the learning rate fell below train.min_lr = {T.min_lr:g}" if T.min_lr and trainer.lr < T.min_lr
+                else f"no improvement on valid in train.patience = {T.patience} evaluations")
+    elif why == "epochs":
+        what = f"train.epochs = {T.epochs} done"
+    else:
+        what = "finished"
+    return f"stopped: {why} ({what})"
 
 
 def cmd_export(args: argparse.Namespace) -> int:
