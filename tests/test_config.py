@@ -239,6 +239,41 @@ def test_ranges_inside_lists_tables_and_every_bound_itself(tmp_path):
     assert cfg.train.lr_scale == {"*": 0.0} and cfg.train.lr_decay == 1.0
 
 
+@pytest.mark.parametrize("section, key, value, named", [
+    ("train", "lr", "inf", "train.lr"),  # was accepted: the run folder written, then divergence at step 2
+    ("train", "max_minutes", "inf", "train.max_minutes"), ("train", "divergence", "inf", "train.divergence"),
+    ("train", "clip", "inf", "train.clip"), ("train", "min_improvement", "inf", "train.min_improvement"),
+    ("train", "lr_scale", '{"*.v" = inf}', r"train.lr_scale.\*.v"),  # inside a table
+    ("reader", "forget_bias", "inf", "reader.forget_bias"),  # a float without a range (doc_lstm's)
+])
+def test_inf_is_refused_for_every_float_naming_the_key(tmp_path, section, key, value, named):
+    message = rf"exp.toml: key '{named}' must be a finite number, got inf$"
+    doc_lstm = lambda text: text.replace('name = "lstm"', 'name = "doc_lstm"')  # noqa: E731
+    with pytest.raises(MemreadError, match=message):  # in the file
+        load_experiment(write(tmp_path, doc_lstm(with_key(section, key, value))))
+    with pytest.raises(MemreadError, match=message):  # by --set
+        load_experiment(write(tmp_path, doc_lstm(GOOD)), [f"{section}.{key}={value}"])
+    assert load_experiment(write(tmp_path, doc_lstm(GOOD)), [f"{section}.{key}={value.replace('inf', '0.5')}"])
+
+
+def test_nan_and_minus_inf_are_refused_with_the_range_where_there_is_one():
+    @dataclasses.dataclass
+    class Options:
+        bias: float = 0.0
+        rate: NonNegFloat = 0.0
+        maybe: Optional[float] = None
+
+    for data, message in [({"bias": math.nan}, "key 'o.bias' must be a finite number, got nan"),
+                          ({"bias": -math.inf}, "key 'o.bias' must be a finite number, got -inf"),
+                          ({"maybe": math.inf}, "key 'o.maybe' must be a finite number, got inf"),
+                          ({"rate": math.nan}, "key 'o.rate' must be at least 0, got nan"),  # its range first
+                          ({"rate": -math.inf}, "key 'o.rate' must be at least 0, got -inf"),
+                          ({"rate": math.inf}, "key 'o.rate' must be a finite number, got inf")]:
+        with pytest.raises(MemreadError, match=rf"^f: {message}$"):
+            from_dict(Options, data, "o", "f")
+    assert from_dict(Options, {"bias": -1e308, "rate": 1e308, "maybe": None}, "o", "f") == Options(-1e308, 1e308)
+
+
 def test_range_in_typed_from_dict():
     @dataclasses.dataclass
     class Options:

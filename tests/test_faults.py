@@ -134,7 +134,7 @@ def test_an_ended_runs_records_without_checkpoints_are_never_cleared(config, tmp
 def test_a_bad_value_writes_nothing(config, tmp_path, capsys):
     run = tmp_path / "run"
     for bad in ("train.batch_size=0", "train.lr=-1", "reader.hidden=-5", "data.bptt=0", "head.dropout=2",
-                "train.epochs=0"):
+                "train.epochs=0", "train.lr=inf", "train.max_minutes=inf", "train.lr=nan"):
         code, err = run_cli(capsys, "train", str(config), "--run-dir", str(run), "--set", bad)
         line = one_error_line(err)
         assert code == 2 and bad.split("=")[0] in line, line

@@ -9,7 +9,8 @@ dataclass's fields and every value against its annotation; :func:`parse_override
 the usual ones (``batch_size: PositiveInt``, ``dropout: DropoutRate``). A value of the right type
 outside its range is refused like a wrong type: ``exp.toml: key 'train.batch_size' must be at least
 1, got 0``. Ranges work inside lists, tables and optionals (``tuple[Probability, Probability]``,
-``dict[str, NonNegFloat]``).
+``dict[str, NonNegFloat]``). Every float must be finite: ``inf`` and ``nan`` are refused, ranged or not
+(``key 'train.lr' must be a finite number, got inf``).
 
 A leaf module: it imports nothing of memread but :mod:`memread.errors`, so any part of the library
 (a task's config, a bench's options) may use it without importing :mod:`memread.config`.
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import tomllib
 import types
 import typing
@@ -97,6 +99,11 @@ class _OutOfRange(MemreadError):
     """A value of the right type outside its :class:`Range` (told apart inside unions)."""
 
 
+class _NotFinite(_OutOfRange):
+    """A float that is inf or nan: no config value means either (``0`` is the "off" or "no limit" of the few that
+    could), and one such value (``train.lr = inf``) only shows as a run that diverges after its folder is written."""
+
+
 def _type_name(tp: Any) -> str:
     origin = typing.get_origin(tp)
     if origin is Annotated:
@@ -119,10 +126,16 @@ def _coerce(value: Any, tp: Any, key: str, where: str) -> Any:
     origin = typing.get_origin(tp)
     if origin is Annotated:
         base, *extras = typing.get_args(tp)
-        out = _coerce(value, base, key, where)
+        not_finite = None
+        try:
+            out = _coerce(value, base, key, where)
+        except _NotFinite as e:  # its range speaks first where it has one (nan is in no range)
+            out, not_finite = float(value), e
         for extra in extras:
             if isinstance(extra, (Range, Pattern)) and out is not None and out not in extra:
                 raise _OutOfRange(f"{where}: key '{key}' must be {extra.describe()}, got {value!r}")
+        if not_finite is not None:
+            raise not_finite
         return out
     bad = MemreadError(f"{where}: key '{key}' expects {_type_name(tp)}, got {value!r}")
     if origin is Literal:
@@ -169,6 +182,8 @@ def _coerce(value: Any, tp: Any, key: str, where: str) -> Any:
     if tp is float:
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise bad
+        if not math.isfinite(value):
+            raise _NotFinite(f"{where}: key '{key}' must be a finite number, got {value!r}")
         return float(value)
     if tp is str:
         if not isinstance(value, str):
