@@ -539,6 +539,33 @@ def test_an_exploding_lr_stops_the_run_honestly(config, tmp_path, capsys, optimi
     assert code == 0, err  # the folder can be started again
 
 
+def test_a_nan_loss_stops_the_run_at_its_step_before_any_checkpoint_of_nan_weights(config, tmp_path, capsys,
+                                                                                  monkeypatch):
+    """A training loss that is nan at step 4 (``train.divergence = 0``: no ratio to stop it first) stops the run at
+    that step: one line, exit 2, nothing trained on the nan weights, the last checkpoint the one of step 3."""
+    run = tmp_path / "run"
+    real, calls = loop_module.combine_loss, []
+
+    def nan_at_step_4(value, weight, where):
+        calls.append(1)
+        if len(calls) == 4:
+            value = value * float("nan")  # what an overflow in the forward gives
+        return real(value, weight, where)
+
+    monkeypatch.setattr(loop_module, "combine_loss", nan_at_step_4)
+    code, err = run_cli(capsys, "train", str(config), "--run-dir", str(run), "--set", "train.divergence=0",
+                        "--set", "train.max_steps=8", "--set", "train.log_every=1", "--set", "train.checkpoint_every=1")
+    line = one_error_line(err)
+    assert code == 2 and "training diverged at step 4: the training loss is nan" in line, line
+    assert "kept checkpoint_last.pt (step 3)" in line, line
+    last = torch.load(run / "checkpoint_last.pt", weights_only=True)
+    assert last["loop"]["global_step"] == 3 and all(t.isfinite().all() for t in last["model"].values())
+    assert not (run / "checkpoint_best.pt").exists() and not (run / "final.json").exists()
+    assert [r["step"] for r in records(run, "train")] == [1, 2, 3]
+    assert records(run)[-1] == {"event": "diverged", "step": 4, "epoch": 0, "reason": "the training loss is nan"}
+    assert len(calls) == 4  # no step after it
+
+
 def test_a_validation_metric_that_explodes_stops_the_run_and_is_never_best(config, tmp_path, capsys, monkeypatch):
     run = tmp_path / "run"
     assert run_cli(capsys, "train", str(config), "--run-dir", str(run), "--set", "train.max_steps=4",
