@@ -67,6 +67,13 @@ def _rewrite(path: Path, tensors=None, metadata=None) -> None:
     save_file(tensors(t) if tensors else t, str(path), metadata=metadata(meta) if metadata else meta)
 
 
+def _one_row_more(tensors: dict) -> dict:
+    """The archive's tensors with the last one a row longer than the model it builds wants (every name there)."""
+    name = sorted(tensors)[-1]
+    t = tensors[name]
+    return {**tensors, name: torch.cat([t, t[:1]])}
+
+
 @pytest.mark.parametrize("damage, message", [
     (lambda p: _rewrite(p, metadata=lambda m: {**m, "format": "memread-archive-v0"}), "format 'memread-archive-v0', this memread reads"),
     (lambda p: _rewrite(p, metadata=lambda m: {k: v for k, v in m.items() if k != "vocab"}), "no 'vocab' in its metadata"),
@@ -75,8 +82,10 @@ def _rewrite(path: Path, tensors=None, metadata=None) -> None:
      "unknown key 'reader.hiden'"),
     (lambda p: _rewrite(p, tensors=lambda t: {k: v for i, (k, v) in enumerate(t.items()) if i}), "do not fit the model"),
     (lambda p: _rewrite(p, tensors=lambda t: {**t, "extra.weight": torch.zeros(2)}), "do not fit the model"),
+    (lambda p: _rewrite(p, tensors=_one_row_more), "do not fit the model its config builds .*size mismatch for "),
     (lambda p: p.write_bytes(p.read_bytes()[: len(p.read_bytes()) // 2]), "not a memread model archive"),
-], ids=["old-format", "no-vocab", "not-memread", "config-key", "missing-tensor", "extra-tensor", "truncated"])
+], ids=["old-format", "no-vocab", "not-memread", "config-key", "missing-tensor", "extra-tensor", "wrong-shape",
+        "truncated"])
 def test_a_damaged_archive_is_one_line(run, tmp_path, capsys, damage, message):
     out = tmp_path / "model.safetensors"
     export(run, out, capsys)
