@@ -139,6 +139,29 @@ def test_a_language_model_continues_a_prompt(trained, capsys, monkeypatch):
     assert code == 0 and len(out[0]["tokens"]) == 4 and out[0]["text"] == " ".join(out[0]["tokens"])
 
 
+def test_predict_generate_is_pythons_generate(trained, capsys, monkeypatch):
+    """`memread predict --generate` continues the prompt's words (no <eos> appended: it does not start a new
+    sentence) and --seed N is generate(seed=N), on every line."""
+    root, _, _ = trained["text"]
+    model = memread.load(root / "run", data_root=root)
+    monkeypatch.setenv("MEMREAD_DATA", str(root))
+    lines = [json.dumps({"text": "the cat"}), json.dumps("a big dog")]
+    monkeypatch.setattr("sys.stdin", io.StringIO("\n".join(lines) + "\n"))
+    code, out, err = run_predict(capsys, str(root / "run"), "--generate", "12", "--sample", "--temperature", "4",
+                                 "--seed", "1")
+    assert code == 0, err
+    for prompt, result in zip(("the cat", "a big dog"), out):
+        python = model.generate(prompt, 12, sample=True, temperature=4.0, seed=1)
+        assert result["prompt"] == prompt.split() == python.prompt
+        assert result["tokens"] == python.tokens
+        assert result["logprobs"] == pytest.approx(python.logprobs, rel=1e-6)
+    monkeypatch.setattr("sys.stdin", io.StringIO(lines[0] + "\n"))
+    code, out, err = run_predict(capsys, str(root / "run"), "--generate", "5")
+    greedy = model.generate("the cat", 5)
+    assert code == 0 and out[0]["tokens"] == greedy.tokens
+    assert out[0]["logprobs"] == pytest.approx(greedy.logprobs, rel=1e-6)
+
+
 def test_wrong_inputs_for_the_task_are_one_line(trained):
     root, _, _ = trained["jsonl-pair"]
     model = memread.load(root / "run", data_root=root)

@@ -193,9 +193,10 @@ def cmd_predict(args: argparse.Namespace) -> int:
     bar = tqdm(total=len(items), desc="predict", unit="input", file=sys.stderr, disable=None, mininterval=1.0)
     for k in range(0, len(items), chunk):
         part = items[k : k + chunk]
-        if args.generate:
-            results = [predictor.generate(ex, args.generate, sample=args.sample, temperature=args.temperature,
-                                          seed=None if args.seed is None else args.seed + n) for n, _, ex in part]
+        if args.generate:  # the prompt's words as Python's generate(text) reads them: no <eos> after them, same seed
+            results = [predictor.generate(record if isinstance(record, str) else record["text"], args.generate,
+                                          sample=args.sample, temperature=args.temperature, seed=args.seed)
+                       for _, record, _ in part]
         else:
             results = predictor.predict_examples([ex for _, _, ex in part], args.batch_size, args.attention, args.beam,
                                                  args.alpha, args.max_len)
@@ -603,10 +604,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--checkpoint", default="best", choices=["best", "last"])
     p.add_argument("--attention", action="store_true", help="add the model's attention trace where its reader has one")
     p.add_argument("--generate", type=int, default=0, metavar="N",
-                   help="language models: continue each text by N tokens")
+                   help="language models: continue each text by N tokens (its words, as generate(text) reads them)")
     p.add_argument("--sample", action="store_true", help="with --generate: sample instead of the most probable token")
     p.add_argument("--temperature", type=float, default=1.0)
-    p.add_argument("--seed", type=int, default=None, help="with --sample: a repeatable draw (seed + line number)")
+    p.add_argument("--seed", type=int, default=None,
+                   help="with --sample: a repeatable draw, the same as memread.load(RUN).generate(text, seed=SEED)")
     p.add_argument("--beam", type=int, default=5, help="translation: beam size")
     p.add_argument("--alpha", type=float, default=1.0, help="translation: length normalisation")
     p.add_argument("--max-len", type=int, default=50, help="translation: at most this many target words")
