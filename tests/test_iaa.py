@@ -68,6 +68,21 @@ def test_pointer_sum_hand_checked_with_a_repeated_candidate():
     assert log_p[0, 3] == float("-inf")
 
 
+def test_occurrences_never_count_the_documents_padding():
+    """A padded document position holds whatever id the batch pads with, which may be a candidate's: the document
+    mask keeps it out of the candidate's occurrences and so out of its pointer sum."""
+    doc_words = torch.tensor([[5, 7, 5, 0, 0], [7, 0, 0, 0, 0]])  # padded with 0, the first example's candidate
+    doc_mask = torch.tensor([[True, True, True, False, False], [True, False, False, False, False]])
+    cand_words = torch.tensor([[5, 0], [7, 0]])  # 0: a real candidate of the first, padding in the second
+    cand_mask = torch.tensor([[True, True], [True, False]])
+    hits = occurrences(doc_words, doc_mask, cand_words, cand_mask)
+    assert hits[0, :, 0].tolist() == [True, False, True, False, False]
+    assert not hits[0, :, 1].any() and not hits[1, :, 1].any()  # the pad id occurs only where there is no document
+    assert hits[1, :, 0].tolist() == [True, False, False, False, False]
+    attention = torch.tensor([[0.2, 0.3, 0.1, 0.25, 0.15], [0.6, 0.1, 0.1, 0.1, 0.1]])
+    assert pointer_sum(attention, hits).flatten().tolist() == pytest.approx([0.3, 0.0, 0.6, 0.0])
+
+
 def test_pointer_sum_tells_apart_words_the_vocabulary_does_not_know():
     train = [ClozeExample([["Anna", "met", "Boris", "."]], ["XXXXX", "met", "Boris"], "Anna", ["Anna", "Boris"])]
     test = [ClozeExample([["Zed", "met", "Yul", "and", "Zed", "."]], ["XXXXX", "met", "Yul"], "Zed", ["Yul", "Zed"])]
