@@ -233,6 +233,53 @@ def test_sigkill_mid_epoch_then_resume_equals_uninterrupted(tmp_path):
     assert tokens[0] == tokens[1] > n_steps
 
 
+SIGKILL_AT = """
+import os, signal, sys
+from memread import cli
+from memread.training.loop import Trainer
+real, kill_at = Trainer.train_step, int(sys.argv[1])
+
+def train_step(self, *args, **kwargs):
+    if self.global_step + 1 == kill_at:
+        os.kill(os.getpid(), signal.SIGKILL)  # a real kill: no handler, no flush, no finally
+    return real(self, *args, **kwargs)
+
+Trainer.train_step = train_step
+sys.exit(cli.main(sys.argv[2:]))
+"""
+
+
+@pytest.mark.slow
+def test_sigkill_between_log_lines_then_resume_writes_the_uninterrupted_log(tmp_path):
+    """log_every = 3, checkpoints every 4 steps, SIGKILL before step 11: the checkpoint of step 8 holds the sums of
+    steps 7 and 8 (logged with 9), and the log line of step 9 the killed run wrote goes with the resume. The resumed
+    metrics.jsonl is the uninterrupted one record by record, but for its wall-clock keys."""
+    from memread.training.loop import WALL_CLOCK_KEYS
+
+    cfg = tmp_path / "tiny.toml"
+    cfg.write_text(TINY_LM)
+    env = subprocess_env(MEMREAD_DATA=str(tmp_path))
+    sets = ["--set", "train.log_every=3", "--set", "train.max_steps=16"]
+    full, killed = tmp_path / "full", tmp_path / "killed"
+    subprocess.run(_train_cmd(str(cfg), "--run-dir", str(full), *sets), env=env, check=True, capture_output=True)
+    proc = subprocess.run([sys.executable, "-c", SIGKILL_AT, "11", "train", str(cfg), "--run-dir", str(killed), *sets],
+                          env=env, capture_output=True, text=True)
+    assert proc.returncode == -signal.SIGKILL, proc.stderr
+    assert load_checkpoint(killed / "checkpoint_last.pt")["loop"]["global_step"] == 8
+    assert load_checkpoint(killed / "checkpoint_last.pt")["loop"]["running"]["loss_n"] == 2  # steps 7 and 8
+    assert [r["step"] for r in records(killed, "train")] == [3, 6, 9]  # 9: after the checkpoint, written again
+    resumed = subprocess.run(_train_cmd("--resume", str(killed)), env=env, capture_output=True, text=True)
+    assert resumed.returncode == 0, resumed.stderr
+
+    def log(run: Path) -> list[dict]:
+        rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+        return [{k: v for k, v in r.items() if k not in WALL_CLOCK_KEYS} for r in rows]
+
+    a, b = log(full), log(killed)
+    assert [r["step"] for r in a if r["event"] == "train"] == [3, 6, 9, 12, 15]
+    assert b == a
+
+
 def test_a_runs_training_seconds_add_up_over_its_resumes(tmp_path):
     """``loop.seconds_trained``: the wall time of fit() summed over every process that trained the run (what a run
     cost, beside its tokens); a run begun before they were counted keeps None, not a part passed off as the whole."""
