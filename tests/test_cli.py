@@ -140,3 +140,50 @@ def test_train_says_how_the_run_ended(tmp_path, capsys, setting, ending):
     result = json.loads(out.strip().splitlines()[-1])
     assert result["stopped"] == setting.split("=")[0].split(".")[1] and result["run_dir"] == str(run)
     assert "ppl" in result["test"]
+
+
+def test_a_run_remembers_its_data_root(tmp_path, capsys, monkeypatch):
+    """`memread train --data-root D` records D (absolute) in the run: eval, predict, compare and --resume read
+    from there by default; --data-root or MEMREAD_DATA still win; a run without the record keeps the old default."""
+    from memread import cli
+    from test_own_data import make_data
+
+    work, elsewhere, cache = tmp_path / "work", tmp_path / "elsewhere", tmp_path / "cache"
+    for d in (work / "data", elsewhere, cache):
+        d.mkdir(parents=True)
+    data = make_data(work / "data", "jsonl-classify")
+    labels = ", ".join(f'"{x}"' for x in data["labels"])
+    (work / "cls.toml").write_text(
+        f'[data]\nname = "jsonl-classify"\ntrain = "{data["train"]}"\nvalid = "{data["valid"]}"\ntest = "{data["test"]}"\n'
+        f"labels = [{labels}]\n[reader]\nname = \"lstm\"\nhidden = 6\n[head]\nemb = 6\n"
+        f"[train]\nbatch_size = 2\nmax_steps = 2\nprogress = false\n")
+    monkeypatch.delenv("MEMREAD_DATA", raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(cache))  # the default root: empty
+    monkeypatch.chdir(work)
+    assert cli.main(["train", "cls.toml", "--run-dir", "run", "--data-root", "data"]) == 0  # a relative root
+    final = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    run = work / "run"
+    assert json.loads((run / "data_root.json").read_text()) == {"data_root": str(work / "data")}
+
+    monkeypatch.chdir(elsewhere)  # neither the relative root nor MEMREAD_DATA reaches the data from here
+    assert cli.main(["eval", str(run)]) == 0
+    assert json.loads(capsys.readouterr().out)["accuracy"] == pytest.approx(final["test"]["accuracy"])
+    (elsewhere / "in.jsonl").write_text(json.dumps({"text": "a fine line"}) + "\n")
+    assert cli.main(["predict", str(run), str(elsewhere / "in.jsonl")]) == 0
+    assert "probabilities" in json.loads(capsys.readouterr().out)
+    assert cli.main(["compare", str(run), str(run), "--resamples", "10"]) == 0
+    assert json.loads(capsys.readouterr().out)
+    assert cli.main(["train", "--resume", str(run), "--set", "train.max_steps=3"]) == 0
+    assert json.loads(capsys.readouterr().out.strip().splitlines()[-1])["stopped"] == "max_steps"
+
+    # an explicit root wins, MEMREAD_DATA too: both name where they looked
+    assert cli.main(["eval", str(run), "--data-root", str(elsewhere)]) == 2
+    assert f"expected {elsewhere}/jsonl-classify/test.jsonl" in capsys.readouterr().err
+    monkeypatch.setenv("MEMREAD_DATA", str(cache))
+    assert cli.main(["eval", str(run)]) == 2
+    assert f"data root {cache} (--data-root or MEMREAD_DATA)" in capsys.readouterr().err
+    # a run of an earlier version (no record): the old default, the cache folder
+    monkeypatch.delenv("MEMREAD_DATA")
+    (run / "data_root.json").unlink()
+    assert cli.main(["eval", str(run)]) == 2
+    assert f"expected {cache}/memread/data/jsonl-classify/test.jsonl" in capsys.readouterr().err

@@ -112,8 +112,8 @@ def test_two_processes_give_the_losses_of_one_with_the_same_global_batch(tmp_pat
     steps = [r["step"] for r in records(two, "train")]
     assert steps == sorted(set(steps))
     assert sorted(p.name for p in two.iterdir() if not p.name.startswith(".")) == [
-        "checkpoint_best.pt", "checkpoint_last.pt", "config.json", "final.json", "metrics.jsonl", "units-test.npz",
-        "units-valid.npz", "vocab.json"]
+        "checkpoint_best.pt", "checkpoint_last.pt", "config.json", "data_root.json", "final.json", "metrics.jsonl",
+        "units-test.npz", "units-valid.npz", "vocab.json"]
 
 
 def test_a_two_process_run_killed_mid_epoch_resumes_to_the_uninterrupted_run(tmp_path):

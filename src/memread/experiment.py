@@ -1,6 +1,7 @@
 """Putting an experiment together: task + vocabulary + model + trainer, in a run directory.
 
-A run directory holds ``config.json`` (the full, validated experiment), ``vocab.json``,
+A run directory holds ``config.json`` (the full, validated experiment), ``vocab.json``, ``data_root.json``
+(the data root it is trained with: the default of the verbs that read it again, :mod:`memread.data.root`),
 ``metrics.jsonl``, ``checkpoint_last.pt``, ``checkpoint_best.pt`` and, when training ends,
 ``final.json`` (the best checkpoint's validation and test metrics) with ``units-{valid,test}.npz`` (its unit
 statistics, for ``memread compare``: :mod:`memread.training.units`).
@@ -18,6 +19,7 @@ from typing import Any, Callable
 import torch
 
 from memread.config import SECTIONS, ExperimentConfig, apply_overrides, experiment_from_dict, upgrade_stored
+from memread.data.root import RUN_FILE, data_root_record
 from memread.data.vocab import Vocab
 from memread.errors import MemreadError, os_error_line
 from memread.inference.archive import archive_config, is_archive, load_archive
@@ -97,7 +99,19 @@ def _locked(run_dir: Path, work: Callable[[], None], where: Placement) -> RunLoc
     return on_main(take, where)
 
 
-def _write_new_run(cfg: ExperimentConfig, run_dir: Path, task: Task) -> None:
+def _record_data_root(run_dir: Path, data_root: Path) -> None:
+    """Write the data root a run trains with into it (``data_root.json``), when it is not there already."""
+    text = data_root_record(data_root)
+    path = run_dir / RUN_FILE
+    try:
+        if path.read_text(encoding="utf-8") == text:
+            return
+    except (OSError, UnicodeDecodeError):
+        pass
+    write_text_atomically(path, text)
+
+
+def _write_new_run(cfg: ExperimentConfig, run_dir: Path, task: Task, data_root: Path) -> None:
     """Under the lock: clear what a run that never checkpointed left, write config.json and vocab.json. A folder
     with ``final.json`` but no checkpoint holds an ended run's records (kept from the machine that trained it, as
     ``scripts/claims.py`` puts them back for ``memread compare``): refused, never cleared."""
@@ -110,6 +124,7 @@ def _write_new_run(cfg: ExperimentConfig, run_dir: Path, task: Task) -> None:
         path.unlink(missing_ok=True)
     write_text_atomically(run_dir / "config.json", cfg.to_json())
     task.vocab.save(run_dir / "vocab.json")
+    _record_data_root(run_dir, data_root)
 
 
 def start_run(cfg: ExperimentConfig, run_dir: Path, data_root: Path, where: Placement | None = None) -> Trainer:
@@ -130,7 +145,7 @@ def start_run(cfg: ExperimentConfig, run_dir: Path, data_root: Path, where: Plac
             raise MemreadError(f"{run_dir}: already holds a run; continue it with --resume, or choose another --run-dir")
         if (run_dir / "config.json").exists():
             print(f"{run_dir}: its run wrote no checkpoint yet; starting it again", file=sys.stderr)
-        _write_new_run(cfg, run_dir, task)
+        _write_new_run(cfg, run_dir, task, data_root)
 
     lock = _locked(run_dir, prepare, where)
     return Trainer(cfg, task, model, run_dir, task.vocab.fingerprint(), lock=lock, where=where)
@@ -177,7 +192,7 @@ def resume_run(run_dir: Path, data_root: Path, overrides: list[str] = (), where:
         task = build_task(cfg, data_root)
         model = build_model(cfg, task)
 
-        lock = _locked(run_dir, lambda: _write_new_run(cfg, run_dir, task), where)
+        lock = _locked(run_dir, lambda: _write_new_run(cfg, run_dir, task, data_root), where)
         return Trainer(cfg, task, model, run_dir, task.vocab.fingerprint(), lock=lock, where=where)
 
     def check() -> None:  # under the lock: the checkpoint fits config.json, and the --set values can take effect
@@ -199,6 +214,8 @@ def resume_run(run_dir: Path, data_root: Path, overrides: list[str] = (), where:
     model = build_model(cfg, task)
     try:
         load_model_state(model, payload, ckpt)
+        if lock is not None:  # the main process, under the lock: where the run goes on reading its data from
+            _record_data_root(run_dir, data_root)
         # config.json takes the new [train] values with the first checkpoint written under them
         return Trainer(cfg, task, model, run_dir, vocab.fingerprint(), payload=payload, lock=lock, where=where)
     except BaseException:

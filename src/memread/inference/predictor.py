@@ -319,11 +319,12 @@ class Predictor:
 def load(path: str | Path, data_root: str | Path | None = None, device: str = "cpu", checkpoint: str = "best") -> Predictor:
     """A trained run directory (its ``checkpoint_best.pt``, or ``checkpoint`` = "last") or a model archive
     (``memread export``), ready to ``predict``. The data root is only read for what the model needs beyond
-    its own files (nothing, for the shipped tasks)."""
+    its own files (nothing, for the shipped tasks); by default ``$MEMREAD_DATA``, else the one the run was
+    trained with (:func:`memread.data.root.data_root`)."""
     from memread.data.root import data_root as default_root
     from memread.experiment import load_trained
 
     path = Path(path)
-    root = Path(data_root) if data_root is not None else default_root()
+    root = Path(data_root) if data_root is not None else default_root(run=path)
     cfg, task, model = load_trained(path, root, checkpoint, device)
     return Predictor(cfg=cfg, task=task, model=model, source=str(path))
