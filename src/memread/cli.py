@@ -68,8 +68,7 @@ def _device(args: argparse.Namespace) -> str:
 
 def _add_data_root(p: argparse.ArgumentParser) -> None:
     p.add_argument("--data-root", default=None,
-                   help="folder holding the datasets (default: $MEMREAD_DATA, else the one a run given here was "
-                        "trained with, else ~/.cache/memread/data)")
+                   help="folder holding the datasets (default: $MEMREAD_DATA, else ~/.cache/memread/data)")
 
 
 def cmd_train(args: argparse.Namespace) -> int:
@@ -80,7 +79,7 @@ def cmd_train(args: argparse.Namespace) -> int:
 
     if args.nproc > 1:
         return _launch_torchrun(args)
-    root = data_root(args.data_root, run=args.resume)  # a resumed run: the root it was trained with, by default
+    root = data_root(args.data_root)
     overrides = list(args.set) + ([f'train.device="{args.device}"'] if args.device else [])
     if args.resume:
         run_dir = Path(args.resume)
@@ -139,7 +138,7 @@ def cmd_export(args: argparse.Namespace) -> int:
     run_dir = Path(args.run_dir)
     if is_archive(run_dir):
         raise MemreadError(f"{run_dir}: already a model archive")
-    cfg, task, model = load_trained(run_dir, data_root(args.data_root, run=run_dir), args.checkpoint)
+    cfg, task, model = load_trained(run_dir, data_root(args.data_root), args.checkpoint)
     out = export_archive(cfg, task.vocab, model, Path(args.out), __version__,
                          source=f"{run_dir.resolve()} checkpoint_{args.checkpoint}.pt")
     print(json.dumps({"archive": str(out), "bytes": out.stat().st_size, "task": cfg.task, "memread": __version__}))
@@ -169,7 +168,7 @@ def cmd_predict(args: argparse.Namespace) -> int:
         except UnicodeDecodeError as e:
             raise MemreadError(f"{args.input}: not UTF-8 text ({e.reason} at byte {e.start})") from None
     device = _device(args)
-    predictor = load(args.run_dir, data_root(args.data_root, run=args.run_dir), device, args.checkpoint)
+    predictor = load(args.run_dir, data_root(args.data_root), device, args.checkpoint)
     items, errors = [], []
     for n, line in enumerate(text.splitlines(), 1):
         if not line.strip():
@@ -243,8 +242,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
     from memread.training.loop import evaluate
 
     device = _device(args)
-    cfg, task, model = load_trained(Path(args.run_dir), data_root(args.data_root, run=args.run_dir), args.checkpoint,
-                                    device, context=args.context)
+    cfg, task, model = load_trained(Path(args.run_dir), data_root(args.data_root), args.checkpoint, device,
+                                    context=args.context)
     # a run's own eval batch size belongs to its own protocol
     bs = args.batch_size or (args.context is None and cfg.train.eval_batch_size) or task.default_eval_batch_size
     metrics = evaluate(model, task, args.split, bs, progress=sys.stderr.isatty())
@@ -255,34 +254,33 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
 def cmd_compare(args: argparse.Namespace) -> int:
     from memread.data.root import data_root
-    from memread.tools.compare import compare_runs, compare_seeds, ending_fields, result_line, summary_text
+    from memread.tools.compare import compare_runs, compare_seeds, ending_fields, summary_text
 
+    ledger = _reproduction(None, "memread compare --record").ledger if args.record else None  # before any work
     start = time.perf_counter()
-    root = data_root(args.data_root, run=Path(args.run_a) / "seed1" if args.seeds else args.run_a)  # run A's root
     if args.seeds:
-        result = compare_seeds(args.run_a, args.run_b, args.seeds, root, args.split,
+        result = compare_seeds(args.run_a, args.run_b, args.seeds, data_root(args.data_root), args.split,
                                args.checkpoint, args.metric, args.batch_size, _device(args), args.resamples,
                                args.confidence, args.seed, progress=sys.stderr.isatty())
     else:
-        result = compare_runs(args.run_a, args.run_b, root, args.split, args.checkpoint,
+        result = compare_runs(args.run_a, args.run_b, data_root(args.data_root), args.split, args.checkpoint,
                               args.metric, args.batch_size, _device(args), args.resamples, args.confidence,
                               args.seed, progress=sys.stderr.isatty())
     print(json.dumps(result))
     print(summary_text(result), file=sys.stderr)
     if args.record:
         from memread.experiment import read_run_config
-        from memread.tools.reproduce import append_lines, git_commit, results_path
 
         first = Path(args.run_a) / "seed1" if args.seeds else Path(args.run_a)
         command = shlex.join(["memread", *sys.argv[1:]]) if sys.argv[1:2] == ["compare"] else "memread compare"
-        line = result_line(result, args.record, read_run_config(first).data.name, command, git_commit(),
-                           time.perf_counter() - start, args.paper_value)
+        line = ledger.result_line(result, args.record, read_run_config(first).data.name, command, ledger.git_commit(),
+                                  time.perf_counter() - start, args.paper_value)
         seeds = range(1, (args.seeds or 0) + 1)
         runs = [[Path(r) / f"seed{s}" for s in seeds] if args.seeds else [Path(r)] for r in (args.run_a, args.run_b)]
         # how each run ended (a run a cap stopped while still improving: not converged) and what it cost
         line.update(ending_fields(*runs) or {})
-        out = results_path(args.results)
-        append_lines(out, [line])
+        out = ledger.results_path(args.results)
+        ledger.append_lines(out, [line])
         print(f"appended {args.record} to {out}", file=sys.stderr)
     return 0
 
@@ -324,7 +322,7 @@ def cmd_attend(args: argparse.Namespace) -> int:
 
     device = _device(args)
     out = Path(args.out) if args.out else None
-    print(attend(Path(args.run_dir), args.sentence, out, data_root(args.data_root, run=args.run_dir), device))
+    print(attend(Path(args.run_dir), args.sentence, out, data_root(args.data_root), device))
     return 0
 
 
@@ -390,7 +388,7 @@ def _trained_lm(args: argparse.Namespace, run_dir: str, device: str):
     from memread.data.root import data_root
     from memread.experiment import load_trained
 
-    cfg, task, model = load_trained(Path(run_dir), data_root(args.data_root, run=run_dir), args.checkpoint, device)
+    cfg, task, model = load_trained(Path(run_dir), data_root(args.data_root), args.checkpoint, device)
     if cfg.task != "lm":
         raise MemreadError(f"{run_dir}: a {cfg.task!r} run (data.name = {cfg.data.name!r}); "
                            f"{args.command} needs a language model")
@@ -458,7 +456,7 @@ def _trained_translator(args: argparse.Namespace):
     if cfg.task != "translate":
         raise MemreadError(f"{run_dir}: a {cfg.task!r} run (data.name = {cfg.data.name!r}); "
                            f"{args.command} needs a translation run")
-    return load_trained(run_dir, data_root(args.data_root, run=run_dir), args.checkpoint, device)
+    return load_trained(run_dir, data_root(args.data_root), args.checkpoint, device)
 
 
 def _decoding_options(p: argparse.ArgumentParser) -> None:
@@ -512,8 +510,7 @@ def cmd_ensemble(args: argparse.Namespace) -> int:
     from memread.tools.ensemble import ensemble
 
     device = _device(args)
-    root = data_root(args.data_root, run=args.run_dirs[0])
-    print(json.dumps(ensemble([Path(r) for r in args.run_dirs], root, args.split, args.checkpoint,
+    print(json.dumps(ensemble([Path(r) for r in args.run_dirs], data_root(args.data_root), args.split, args.checkpoint,
                               args.batch_size, device)))
     return 0
 
@@ -524,33 +521,60 @@ def cmd_picture(args: argparse.Namespace) -> int:
 
     device = _device(args)
     out = Path(args.out) if args.out else _beside(Path(args.run_dir), f"attention_{args.split}_{args.index}.png")
-    root = data_root(args.data_root, run=args.run_dir)
-    print(json.dumps(picture(Path(args.run_dir), root, out, args.split, args.index, args.checkpoint, device)))
+    print(json.dumps(picture(Path(args.run_dir), data_root(args.data_root), out, args.split, args.index,
+                             args.checkpoint, device)))
     return 0
+
+
+def _reproduction(repo: str | None, who: str = "memread reproduce"):
+    """The ``reproduction`` package of a memread checkout (its ``reproduction/`` folder, which is not installed with
+    memread): ``repo`` where given, else the first folder from the current one up that holds ``reproduction/`` and
+    ``results/results.jsonl``. Its modules are imported from there (``reproduction.rows``, ``.ledger``, ...).
+    Outside a checkout: one line that says so."""
+    import importlib
+
+    here = Path.cwd().resolve()
+    found = [Path(repo).resolve()] if repo else [d for d in (here, *here.parents)
+                                                  if (d / "results" / "results.jsonl").is_file()]
+    found = [d for d in found if (d / "reproduction" / "__init__.py").is_file()]
+    if not found:
+        raise MemreadError(f"{who} needs a memread checkout (its reproduction/ folder): run it from a clone, or pass "
+                           f"--repo DIR" if who == "memread reproduce" else
+                           f"{who} needs a memread checkout (its reproduction/ folder and results/results.jsonl): run "
+                           f"it from a clone")
+    checkout = found[0]
+    loaded = sys.modules.get("reproduction")
+    if loaded is not None and Path(loaded.__file__).resolve().parent.parent != checkout:
+        raise MemreadError(f"{who}: the reproduction package of {Path(loaded.__file__).parent.parent} is loaded "
+                           f"already; run it from that checkout")
+    if str(checkout) not in sys.path:
+        sys.path.insert(0, str(checkout))
+    package = importlib.import_module("reproduction")
+    for name in ("rows", "ledger", "verdicts", "render", "train"):
+        importlib.import_module(f"reproduction.{name}")
+    return package
 
 
 def cmd_reproduce(args: argparse.Namespace) -> int:
     """``memread reproduce list [--markdown]``: every table row of the four papers, memread's config and best recorded
     number for it, and a verdict; ``memread reproduce ROW_ID --seeds N``: train the row's config with seeds 1..N
-    (resuming runs that are there), append valid and test numbers to the results file, print the mean lines."""
-    from memread.tools import reproduce
-
+    (resuming runs that are there), append valid and test numbers to the results file, print the mean lines. Both
+    need a checkout (:func:`_reproduction`)."""
+    r = _reproduction(args.repo)
     if args.target == "list":
-        table, results = reproduce.rows(), reproduce.load_results(reproduce.results_path(args.results))
+        table, results = r.rows.rows(), r.ledger.load_results(r.ledger.results_path(args.results))
         if args.plot:
-            from memread.tools.claims import claims_png
-
-            print(f"wrote {claims_png(results, Path(args.plot))}", file=sys.stderr)
+            print(f"wrote {r.render.claims_png(results, Path(args.plot))}", file=sys.stderr)
         if args.markdown:
-            print(reproduce.render_markdown(table, results), end="")
+            print(r.render.render_markdown(table, results), end="")
         else:
-            print(reproduce.format_listing(table, results))
+            print(r.render.format_listing(table, results))
         return 0
     if args.markdown or args.plot:
         raise MemreadError(f"{'--markdown' if args.markdown else '--plot'} goes with `memread reproduce list`")
     try:
-        lines = reproduce.reproduce(args.target, seeds=args.seeds, run_root=args.run_root, overrides=args.set,
-                                    data_root=args.data_root, results=args.results, device=args.device)
+        lines = r.train.reproduce(args.target, seeds=args.seeds, run_root=args.run_root, overrides=args.set,
+                                  data_root=args.data_root, results=args.results, device=args.device)
     except KeyboardInterrupt:
         print("\ninterrupted; the same command resumes its runs", file=sys.stderr)
         return 130
@@ -798,6 +822,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE", help="override a config value")
     p.add_argument("--results", default=None,
                    help="results file to read and append to (default: $MEMREAD_RESULTS, else results/results.jsonl)")
+    p.add_argument("--repo", metavar="DIR", default=None, help="the memread checkout whose reproduction/ folder to "
+                   "use (default: the first folder from here up holding reproduction/ and results/results.jsonl)")
     _add_device(p, "train.device: ")
     _add_data_root(p)
     p.set_defaults(func=cmd_reproduce)
