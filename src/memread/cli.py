@@ -68,7 +68,8 @@ def _device(args: argparse.Namespace) -> str:
 
 def _add_data_root(p: argparse.ArgumentParser) -> None:
     p.add_argument("--data-root", default=None,
-                   help="folder holding the datasets (default: $MEMREAD_DATA, else ~/.cache/memread/data)")
+                   help="folder holding the datasets (default: $MEMREAD_DATA, else the one a run given here was "
+                        "trained with, else ~/.cache/memread/data)")
 
 
 def cmd_train(args: argparse.Namespace) -> int:
@@ -79,7 +80,7 @@ def cmd_train(args: argparse.Namespace) -> int:
 
     if args.nproc > 1:
         return _launch_torchrun(args)
-    root = data_root(args.data_root)
+    root = data_root(args.data_root, run=args.resume)  # a resumed run: the root it was trained with, by default
     overrides = list(args.set) + ([f'train.device="{args.device}"'] if args.device else [])
     if args.resume:
         run_dir = Path(args.resume)
@@ -138,7 +139,7 @@ def cmd_export(args: argparse.Namespace) -> int:
     run_dir = Path(args.run_dir)
     if is_archive(run_dir):
         raise MemreadError(f"{run_dir}: already a model archive")
-    cfg, task, model = load_trained(run_dir, data_root(args.data_root), args.checkpoint)
+    cfg, task, model = load_trained(run_dir, data_root(args.data_root, run=run_dir), args.checkpoint)
     out = export_archive(cfg, task.vocab, model, Path(args.out), __version__,
                          source=f"{run_dir.resolve()} checkpoint_{args.checkpoint}.pt")
     print(json.dumps({"archive": str(out), "bytes": out.stat().st_size, "task": cfg.task, "memread": __version__}))
@@ -168,7 +169,7 @@ def cmd_predict(args: argparse.Namespace) -> int:
         except UnicodeDecodeError as e:
             raise MemreadError(f"{args.input}: not UTF-8 text ({e.reason} at byte {e.start})") from None
     device = _device(args)
-    predictor = load(args.run_dir, data_root(args.data_root), device, args.checkpoint)
+    predictor = load(args.run_dir, data_root(args.data_root, run=args.run_dir), device, args.checkpoint)
     items, errors = [], []
     for n, line in enumerate(text.splitlines(), 1):
         if not line.strip():
@@ -242,8 +243,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
     from memread.training.loop import evaluate
 
     device = _device(args)
-    cfg, task, model = load_trained(Path(args.run_dir), data_root(args.data_root), args.checkpoint, device,
-                                    context=args.context)
+    cfg, task, model = load_trained(Path(args.run_dir), data_root(args.data_root, run=args.run_dir), args.checkpoint,
+                                    device, context=args.context)
     # a run's own eval batch size belongs to its own protocol
     bs = args.batch_size or (args.context is None and cfg.train.eval_batch_size) or task.default_eval_batch_size
     metrics = evaluate(model, task, args.split, bs, progress=sys.stderr.isatty())
@@ -258,12 +259,13 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
     ledger = _reproduction(None, "memread compare --record").ledger if args.record else None  # before any work
     start = time.perf_counter()
+    root = data_root(args.data_root, run=Path(args.run_a) / "seed1" if args.seeds else args.run_a)  # run A's root
     if args.seeds:
-        result = compare_seeds(args.run_a, args.run_b, args.seeds, data_root(args.data_root), args.split,
+        result = compare_seeds(args.run_a, args.run_b, args.seeds, root, args.split,
                                args.checkpoint, args.metric, args.batch_size, _device(args), args.resamples,
                                args.confidence, args.seed, progress=sys.stderr.isatty())
     else:
-        result = compare_runs(args.run_a, args.run_b, data_root(args.data_root), args.split, args.checkpoint,
+        result = compare_runs(args.run_a, args.run_b, root, args.split, args.checkpoint,
                               args.metric, args.batch_size, _device(args), args.resamples, args.confidence,
                               args.seed, progress=sys.stderr.isatty())
     print(json.dumps(result))
@@ -322,7 +324,7 @@ def cmd_attend(args: argparse.Namespace) -> int:
 
     device = _device(args)
     out = Path(args.out) if args.out else None
-    print(attend(Path(args.run_dir), args.sentence, out, data_root(args.data_root), device))
+    print(attend(Path(args.run_dir), args.sentence, out, data_root(args.data_root, run=args.run_dir), device))
     return 0
 
 
@@ -388,7 +390,7 @@ def _trained_lm(args: argparse.Namespace, run_dir: str, device: str):
     from memread.data.root import data_root
     from memread.experiment import load_trained
 
-    cfg, task, model = load_trained(Path(run_dir), data_root(args.data_root), args.checkpoint, device)
+    cfg, task, model = load_trained(Path(run_dir), data_root(args.data_root, run=run_dir), args.checkpoint, device)
     if cfg.task != "lm":
         raise MemreadError(f"{run_dir}: a {cfg.task!r} run (data.name = {cfg.data.name!r}); "
                            f"{args.command} needs a language model")
@@ -456,7 +458,7 @@ def _trained_translator(args: argparse.Namespace):
     if cfg.task != "translate":
         raise MemreadError(f"{run_dir}: a {cfg.task!r} run (data.name = {cfg.data.name!r}); "
                            f"{args.command} needs a translation run")
-    return load_trained(run_dir, data_root(args.data_root), args.checkpoint, device)
+    return load_trained(run_dir, data_root(args.data_root, run=run_dir), args.checkpoint, device)
 
 
 def _decoding_options(p: argparse.ArgumentParser) -> None:
@@ -510,7 +512,8 @@ def cmd_ensemble(args: argparse.Namespace) -> int:
     from memread.tools.ensemble import ensemble
 
     device = _device(args)
-    print(json.dumps(ensemble([Path(r) for r in args.run_dirs], data_root(args.data_root), args.split, args.checkpoint,
+    root = data_root(args.data_root, run=args.run_dirs[0])
+    print(json.dumps(ensemble([Path(r) for r in args.run_dirs], root, args.split, args.checkpoint,
                               args.batch_size, device)))
     return 0
 
@@ -521,8 +524,8 @@ def cmd_picture(args: argparse.Namespace) -> int:
 
     device = _device(args)
     out = Path(args.out) if args.out else _beside(Path(args.run_dir), f"attention_{args.split}_{args.index}.png")
-    print(json.dumps(picture(Path(args.run_dir), data_root(args.data_root), out, args.split, args.index,
-                             args.checkpoint, device)))
+    root = data_root(args.data_root, run=args.run_dir)
+    print(json.dumps(picture(Path(args.run_dir), root, out, args.split, args.index, args.checkpoint, device)))
     return 0
 
 
