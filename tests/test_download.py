@@ -616,6 +616,49 @@ def test_a_failed_download_leaves_the_data_root_as_it_was(kind, state, server, a
         assert snapshot(root) == before  # no empty ptb/, no .ptb.download-* folder, no .downloads, no data root made
 
 
+def test_url_may_be_a_local_archive_or_folder(archives, tmp_path, fixtures, fixture_ptb, fixture_iwslt, capsys,
+                                             monkeypatch):
+    """Offline: an archive (a folder of files, for a files dataset) fetched elsewhere is given by its path, relative or
+    absolute; a path with nothing there is one line."""
+    (tmp_path / "fetched").mkdir()
+    (tmp_path / "fetched" / "simple-examples.tgz").write_bytes(archives["simple-examples.tgz"])
+    monkeypatch.chdir(tmp_path)
+    root = tmp_path / "data"
+    assert main(["data", "download", "ptb", "--data-root", str(root), "--url", "fetched/simple-examples.tgz"]) == 0
+    read_back("ptb", root, fixtures)
+    for f, data in fixture_iwslt.items():
+        (tmp_path / "fetched" / f).write_bytes(data)
+    assert iwslt_download(root, str(tmp_path / "fetched")) == 0
+    read_back(IWSLT, root, fixtures)
+    capsys.readouterr()
+    assert main(["data", "download", "wikiqa", "--data-root", str(root), "--url", "fetched/WikiQACorpus.zip"]) == 2
+    assert one_error_line(capsys.readouterr().err, "fetched/WikiQACorpus.zip") == (
+        "memread: error: --url fetched/WikiQACorpus.zip: no such file or folder (a URL, or the path of an archive "
+        "fetched elsewhere)")
+    assert sorted(p.name for p in root.iterdir()) == [IWSLT, "ptb"]
+
+
+def test_offline_the_error_says_how_to_install_by_hand(tmp_path, fixture_ptb, capsys, monkeypatch):
+    url = refused_url()
+    monkeypatch.setenv(dl.BASE_ENV, url.rsplit("/", 1)[0])
+    root = tmp_path / "data"
+    assert main(["data", "download", "ptb", "--data-root", str(root)]) == 2
+    line = one_error_line(capsys.readouterr().err, url)
+    assert line.endswith(f"; offline? fetch simple-examples.tgz from {catalog.DATASETS['ptb'].url} elsewhere and run "
+                         f"memread data download ptb --url /path/to/simple-examples.tgz; or place ptb.train.txt, "
+                         f"ptb.valid.txt, ptb.test.txt in {root}/ptb/ by hand (plain or .gz)"), line
+    assert main(["data", "download", "babi-en-10k", "--data-root", str(root)]) == 2  # many files: the first few named
+    line = one_error_line(capsys.readouterr().err, "could not fetch")
+    assert "memread data download babi-en-10k --url /path/to/tasks_1-20_v1-2.tar.gz; or place " \
+           "qa1_single-supporting-fact_train.txt, qa1_single-supporting-fact_test.txt, " in line
+    assert f" and 36 more (memread data list --json names them) in {root}/babi/en-10k/ by hand" in line, line
+    assert main(["data", "download", IWSLT, "--data-root", str(root)]) == 2
+    line = one_error_line(capsys.readouterr().err, "could not fetch")
+    assert f"fetch its files from {catalog.DATASETS[IWSLT].url} elsewhere into one folder and run memread data " \
+           f"download {IWSLT} --url /path/to/that/folder; or place " in line
+    assert snapshot(root) is None  # nothing was written
+
+
 def test_truncated_zip_archive_is_refused(server, served, tmp_path, fixtures, monkeypatch, capsys):
     members = dataset_archives(fixtures)["wikiqa"]
     monkeypatch.setitem(catalog.DATASETS, "wikiqa", fixture_spec("wikiqa", members))

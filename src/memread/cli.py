@@ -255,9 +255,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
 def cmd_compare(args: argparse.Namespace) -> int:
     from memread.data.root import data_root
-    from memread.tools.compare import compare_runs, compare_seeds, ending_fields, summary_text
+    from memread.tools.compare import compare_runs, compare_seeds, ending_fields, result_line, summary_text
 
-    ledger = _reproduction(None, "memread compare --record").ledger if args.record else None  # before any work
     start = time.perf_counter()
     root = data_root(args.data_root, run=Path(args.run_a) / "seed1" if args.seeds else args.run_a)  # run A's root
     if args.seeds:
@@ -272,17 +271,18 @@ def cmd_compare(args: argparse.Namespace) -> int:
     print(summary_text(result), file=sys.stderr)
     if args.record:
         from memread.experiment import read_run_config
+        from memread.tools.reproduce import append_lines, git_commit, results_path
 
         first = Path(args.run_a) / "seed1" if args.seeds else Path(args.run_a)
         command = shlex.join(["memread", *sys.argv[1:]]) if sys.argv[1:2] == ["compare"] else "memread compare"
-        line = ledger.result_line(result, args.record, read_run_config(first).data.name, command, ledger.git_commit(),
-                                  time.perf_counter() - start, args.paper_value)
+        line = result_line(result, args.record, read_run_config(first).data.name, command, git_commit(),
+                           time.perf_counter() - start, args.paper_value)
         seeds = range(1, (args.seeds or 0) + 1)
         runs = [[Path(r) / f"seed{s}" for s in seeds] if args.seeds else [Path(r)] for r in (args.run_a, args.run_b)]
         # how each run ended (a run a cap stopped while still improving: not converged) and what it cost
         line.update(ending_fields(*runs) or {})
-        out = ledger.results_path(args.results)
-        ledger.append_lines(out, [line])
+        out = results_path(args.results)
+        append_lines(out, [line])
         print(f"appended {args.record} to {out}", file=sys.stderr)
     return 0
 
@@ -529,55 +529,28 @@ def cmd_picture(args: argparse.Namespace) -> int:
     return 0
 
 
-def _reproduction(repo: str | None, who: str = "memread reproduce"):
-    """The ``reproduction`` package of a memread checkout (its ``reproduction/`` folder, which is not installed with
-    memread): ``repo`` where given, else the first folder from the current one up that holds ``reproduction/`` and
-    ``results/results.jsonl``. Its modules are imported from there (``reproduction.rows``, ``.ledger``, ...).
-    Outside a checkout: one line that says so."""
-    import importlib
-
-    here = Path.cwd().resolve()
-    found = [Path(repo).resolve()] if repo else [d for d in (here, *here.parents)
-                                                  if (d / "results" / "results.jsonl").is_file()]
-    found = [d for d in found if (d / "reproduction" / "__init__.py").is_file()]
-    if not found:
-        raise MemreadError(f"{who} needs a memread checkout (its reproduction/ folder): run it from a clone, or pass "
-                           f"--repo DIR" if who == "memread reproduce" else
-                           f"{who} needs a memread checkout (its reproduction/ folder and results/results.jsonl): run "
-                           f"it from a clone")
-    checkout = found[0]
-    loaded = sys.modules.get("reproduction")
-    if loaded is not None and Path(loaded.__file__).resolve().parent.parent != checkout:
-        raise MemreadError(f"{who}: the reproduction package of {Path(loaded.__file__).parent.parent} is loaded "
-                           f"already; run it from that checkout")
-    if str(checkout) not in sys.path:
-        sys.path.insert(0, str(checkout))
-    package = importlib.import_module("reproduction")
-    for name in ("rows", "ledger", "verdicts", "render", "train"):
-        importlib.import_module(f"reproduction.{name}")
-    return package
-
-
 def cmd_reproduce(args: argparse.Namespace) -> int:
     """``memread reproduce list [--markdown]``: every table row of the four papers, memread's config and best recorded
     number for it, and a verdict; ``memread reproduce ROW_ID --seeds N``: train the row's config with seeds 1..N
-    (resuming runs that are there), append valid and test numbers to the results file, print the mean lines. Both
-    need a checkout (:func:`_reproduction`)."""
-    r = _reproduction(args.repo)
+    (resuming runs that are there), append valid and test numbers to the results file, print the mean lines."""
+    from memread.tools import reproduce
+
     if args.target == "list":
-        table, results = r.rows.rows(), r.ledger.load_results(r.ledger.results_path(args.results))
+        table, results = reproduce.rows(), reproduce.load_results(reproduce.results_path(args.results))
         if args.plot:
-            print(f"wrote {r.render.claims_png(results, Path(args.plot))}", file=sys.stderr)
+            from memread.tools.claims import claims_png
+
+            print(f"wrote {claims_png(results, Path(args.plot))}", file=sys.stderr)
         if args.markdown:
-            print(r.render.render_markdown(table, results), end="")
+            print(reproduce.render_markdown(table, results), end="")
         else:
-            print(r.render.format_listing(table, results))
+            print(reproduce.format_listing(table, results))
         return 0
     if args.markdown or args.plot:
         raise MemreadError(f"{'--markdown' if args.markdown else '--plot'} goes with `memread reproduce list`")
     try:
-        lines = r.train.reproduce(args.target, seeds=args.seeds, run_root=args.run_root, overrides=args.set,
-                                  data_root=args.data_root, results=args.results, device=args.device)
+        lines = reproduce.reproduce(args.target, seeds=args.seeds, run_root=args.run_root, overrides=args.set,
+                                    data_root=args.data_root, results=args.results, device=args.device)
     except KeyboardInterrupt:
         print("\ninterrupted; the same command resumes its runs", file=sys.stderr)
         return 130
@@ -715,7 +688,8 @@ def build_parser() -> argparse.ArgumentParser:
     d = dsub.add_parser("download",
                         help="fetch a public dataset's canonical archive into the data root (resumable, checked)")
     d.add_argument("dataset", choices=list(DATASETS), metavar="DATASET", help=f"one of: {', '.join(DATASETS)}")
-    d.add_argument("--url", help="archive URL, or the folder URL of a dataset fetched file by file (iwslt14-de-en) "
+    d.add_argument("--url", help="archive URL, or the folder URL of a dataset fetched file by file (iwslt14-de-en); "
+                   "or a local path: the archive (that folder) fetched elsewhere "
                    "(default: the canonical public source, or $MEMREAD_DOWNLOAD_BASE/<archive or file>)")
     d.add_argument("--no-verify", action="store_true",
                    help="skip the checks of the extracted files (sha256 pins, structure and record counts)")
@@ -825,8 +799,6 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE", help="override a config value")
     p.add_argument("--results", default=None,
                    help="results file to read and append to (default: $MEMREAD_RESULTS, else results/results.jsonl)")
-    p.add_argument("--repo", metavar="DIR", default=None, help="the memread checkout whose reproduction/ folder to "
-                   "use (default: the first folder from here up holding reproduction/ and results/results.jsonl)")
     _add_device(p, "train.device: ")
     _add_data_root(p)
     p.set_defaults(func=cmd_reproduce)

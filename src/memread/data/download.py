@@ -29,7 +29,9 @@ moved into place only when every one is good; a bad file discards every ``.part`
 
 ``MEMREAD_DOWNLOAD_BASE=URL`` fetches every archive as ``URL/<archive file name>`` and every plain file as
 ``URL/<file name>`` (a mirror, or the tests' loopback server); ``--url`` overrides one dataset's archive
-(for a ``files`` dataset: the folder URL its files are under).
+(for a ``files`` dataset: the folder URL its files are under), and may be a local path: an archive fetched
+elsewhere (a folder of the files, for a ``files`` dataset). **Offline**, a fetch that cannot reach its
+server says both ways out: that ``--url`` with a path, or the files to place by hand, by folder and name.
 """
 
 from __future__ import annotations
@@ -64,6 +66,37 @@ PROGRESS_MIN_BYTES = 1 << 20  # no progress bar for archives smaller than this
 # what reading a cut-off or corrupt archive raises, depending on its format and where it breaks
 _CORRUPT = (tarfile.TarError, zipfile.BadZipFile, EOFError, zlib.error, lzma.LZMAError, OSError, ValueError,
             NotImplementedError, RuntimeError)
+
+
+class FetchFailed(MemreadError):
+    """The server could not be reached or refused the file (offline, a proxy, HTTP errors)."""
+
+
+def source_url(url: str | None) -> str | None:
+    """``--url`` as a URL: one with a scheme as it is; a local path (an archive, or the folder of a ``files``
+    dataset) as its ``file://`` URL, refused in one line when nothing is there."""
+    if not url or len(urllib.parse.urlsplit(url).scheme) > 1:  # http:, https:, file:, ...; not a drive letter
+        return url
+    path = Path(url).expanduser()
+    if not path.exists():
+        raise MemreadError(f"--url {url}: no such file or folder (a URL, or the path of an archive fetched elsewhere)")
+    return path.resolve().as_uri()
+
+
+def by_hand(spec: Dataset, root: Path) -> str:
+    """How to install ``spec`` without this machine reaching its server: the archive (or files) fetched elsewhere
+    and given by path, or the files placed by hand (their folder and names)."""
+    target = Path(root) / spec.folder
+    missing = [_label(target, m) for m in spec.required if not _present(target, m)] or [m.path for m in spec.required]
+    shown = ", ".join(missing[:4]) + (f" and {len(missing) - 4} more (memread data list --json names them)"
+                                      if len(missing) > 4 else "")
+    if spec.kind == "files":
+        fetched = f"fetch its files from {spec.url} elsewhere into one folder and run memread data download " \
+                  f"{spec.name} --url /path/to/that/folder"
+    else:
+        fetched = f"fetch {spec.archive} from {spec.url} elsewhere and run memread data download {spec.name} " \
+                  f"--url /path/to/{spec.archive}"
+    return f"offline? {fetched}; or place {shown} in {target}/ by hand (plain or .gz)"
 
 
 def archive_url(spec: Dataset, url: str | None = None) -> str:
@@ -156,10 +189,10 @@ def _fetch(url: str, part: Path, timeout: float = 60.0, _retry: bool = True) -> 
         if e.code == 416 and have and _retry:  # nothing after what we have: the file changed; start again
             _discard(part)
             return _fetch(url, part, timeout, _retry=False)
-        raise MemreadError(f"could not fetch {url}: HTTP {e.code} {e.reason}") from None
+        raise FetchFailed(f"could not fetch {url}: HTTP {e.code} {e.reason}") from None
     except (urllib.error.URLError, http.client.HTTPException, OSError, ValueError) as e:
         reason = getattr(e, "reason", None) or e
-        raise MemreadError(f"could not fetch {url}: {reason}") from None
+        raise FetchFailed(f"could not fetch {url}: {reason}") from None
     with response:
         status = getattr(response, "status", None)
         if have and status == 206:
@@ -766,7 +799,10 @@ def _download_files(spec: Dataset, root: Path, target: Path, url: str | None, ve
         created += _make_dirs(root / DOWNLOADS)
         tmp = Path(tempfile.mkdtemp(dir=root, prefix=f".{spec.name}.download-"))
         for m in wanted:
-            _fetch(file_url(base, m), parts[m.path])
+            try:
+                _fetch(file_url(base, m), parts[m.path])
+            except FetchFailed as e:
+                raise FetchFailed(f"{e}; {by_hand(spec, root)}") from None
         staged = tmp / "files"
         staged.mkdir()
         digests: dict[str, str] = {}
@@ -823,6 +859,7 @@ def download(name: str, root: Path, url: str | None = None, verify: bool = True)
         raise MemreadError(f"{name}: no download: {spec.manual}")
     root = Path(root)
     target = root / spec.folder
+    url = source_url(url)  # a local path: that archive (or folder of files)
     if all(_present(target, m) for m in spec.required):
         return target
     if spec.kind == "files":
@@ -838,6 +875,9 @@ def download(name: str, root: Path, url: str | None = None, verify: bool = True)
         tmp = Path(tempfile.mkdtemp(dir=root, prefix=f".{name}.download-"))
         try:
             _fetch(url, part)
+        except FetchFailed as e:
+            keep_archive = part.is_file() and part.stat().st_size > 0 and bool(_read_meta(part))
+            raise FetchFailed(f"{e}; {by_hand(spec, root)}") from None
         except BaseException:
             keep_archive = part.is_file() and part.stat().st_size > 0 and bool(_read_meta(part))
             raise

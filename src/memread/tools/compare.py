@@ -543,3 +543,40 @@ def ending_fields(runs_a: list, runs_b: list) -> dict | None:
     out = {"budget": "; ".join(sides), "converged": not improving,
            "cost": {name.lower(): [_cost(b) for b in side] for name, side in budgets.items()}}
     return {**out, "still_improving": improving} if improving else out
+
+
+def seeds_field(a: list[int], b: list[int]) -> list[int] | dict[str, list[int]]:
+    """A results line's ``seeds``: the seeds both sides trained with, or ``{"a": .., "b": ..}`` where they differ."""
+    return list(a) if list(a) == list(b) else {"a": list(a), "b": list(b)}
+
+
+def result_line(result: dict, experiment: str, dataset: str, command: str, commit: str | None, wall_s: float,
+                paper_value: float | None = None) -> dict:
+    """The ``results.jsonl`` line of a comparison: ``value`` is the difference A - B of the metric (of the seeds'
+    means with ``--seeds``), with its p-values and interval beside it."""
+    line = {"experiment": experiment, "dataset": dataset, "split": result["split"],
+            "metric": f"{result['metric']}_difference"}
+    if "seeds" in result:  # compare_seeds
+        seeds, pool, trained = result["seeds"], result["pooled"], result["trained_seeds"]
+        line.update(value=round(seeds["difference"], 6), paper_value=paper_value, commit=commit, command=command,
+                    wall_s=round(wall_s, 1), seeds=seeds_field(trained["a"], trained["b"]),
+                    a=[round(v, 6) for v in seeds["a"]["values"]], b=[round(v, 6) for v in seeds["b"]["values"]],
+                    mean_a=round(seeds["a"]["mean"], 6), std_a=round(seeds["a"]["std"], 6),
+                    mean_b=round(seeds["b"]["mean"], 6), std_b=round(seeds["b"]["std"], 6),
+                    welch_p=round(seeds["welch_p"], 6), pooled_p_value=round(pool["p_value"], 6),
+                    pooled_ci_95=[round(pool["ci_low"], 6), round(pool["ci_high"], 6)],
+                    **({"seeds_units_p_value": round(result["seeds_and_units"]["p_value"], 6),
+                        "seeds_units_ci_95": [round(result["seeds_and_units"]["ci_low"], 6),
+                                              round(result["seeds_and_units"]["ci_high"], 6)]}
+                       if "seeds_and_units" in result else {}),
+                    per_seed_p_values=[round(r["p_value"], 6) for r in result["per_seed"]])
+    else:
+        line.update(value=round(result["difference"], 6), paper_value=paper_value, commit=commit, command=command,
+                    wall_s=round(wall_s, 1), seeds=seeds_field([result["seed_a"]], [result["seed_b"]]),
+                    a=round(result["a"], 6), b=round(result["b"], 6),
+                    p_value=round(result["p_value"], 6),
+                    ci_95=[round(result["ci_low"], 6), round(result["ci_high"], 6)])
+    higher = result.get("higher_is_better")
+    if higher is not None:  # which side a still-improving run is on matters to the verdict (claims.claim_verdict)
+        line["higher_is_better"] = bool(higher)
+    return line
