@@ -205,6 +205,8 @@ OUT_OF_RANGE = [  # section, key, value, the bound the message names
     ("head", "dropout", "2", r"in \[0, 1\)"),
     ("reader", "dropout", "2", r"in \[0, 1\)"),
     ("train", "epochs", "0", "at least 1"),  # was "checkpoint_best.pt: checkpoint not found" after the run
+    # was "ValueError: Overflow when unpacking long long" from torch.manual_seed (issue 59)
+    ("train", "seed", "100000000000000000000", r"in \[-1000000000000, 1000000000000\]"),
 ]
 
 

@@ -30,10 +30,13 @@ from typing import Annotated, Any, Literal, Protocol
 
 from memread.errors import MemreadError
 from memread.typed import _coerce, _type_name, from_dict, parse_override, parse_settings  # noqa: F401 (re-exported)
-from memread.typed import Fraction, NonNegFloat, NonNegInt, Pattern, PositiveFloat, PositiveInt, Probability
+from memread.typed import Fraction, NonNegFloat, NonNegInt, Pattern, PositiveFloat, PositiveInt, Probability, Range
 
 
 DeviceName = Annotated[str, Pattern(r"auto|cpu|mps|cuda(:[0-9]+)?", "'auto', 'cpu', 'cuda', 'cuda:N' or 'mps'")]
+# a seed every generator seeded from it takes: torch's take 64-bit seeds, and the training batches' order is drawn
+# from seed * 1_000_003 + epoch (memread.data.pipelines), so a seed is a whole number within +-10^12
+Seed = Annotated[int, Range(-10**12, 10**12)]
 
 
 @dataclass
@@ -67,7 +70,7 @@ class TrainConfig:
     # that are not finite stop it
     divergence: NonNegFloat = 10.0
     restore_best: bool = False  # on a validation worse than the best, go back to checkpoint_best's weights (lr stays decayed)
-    seed: int = 1  # the model's initialisation and the order of the training batches
+    seed: Seed = 1  # the model's initialisation and the order of the training batches; in [-10^12, 10^12]
     log_every: PositiveInt = 50  # optimizer steps between lines in metrics.jsonl
     checkpoint_every: NonNegInt = 0  # also write checkpoint_last every N steps (0 = at evaluations only)
     progress: bool = True  # progress bar on stderr

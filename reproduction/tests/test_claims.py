@@ -1,4 +1,4 @@
-"""scripts/claims.py: every claim names rows that exist, with configs that load with the claim's overrides,
+"""reproduction/claims.py (the claims scheduler, ``python -m reproduction.claims``): every claim names rows that exist, with configs that load with the claim's overrides,
 compares rows it trains, and spreads its runs over the queues by their minutes."""
 
 from __future__ import annotations
@@ -12,13 +12,8 @@ from pathlib import Path
 import pytest
 
 from memread.config import load_experiment
-from memread.tools.reproduce import config_path, find_row
-
-REPO = Path(__file__).parent.parent
-spec = importlib.util.spec_from_file_location("claims", REPO / "scripts" / "claims.py")
-claims = importlib.util.module_from_spec(spec)
-sys.modules["claims"] = claims  # its dataclasses look their module up
-spec.loader.exec_module(claims)
+from reproduction import REPO, claims
+from reproduction.rows import config_path, find_row
 
 
 @pytest.mark.parametrize("name", sorted(claims.CLAIMS))
@@ -194,7 +189,7 @@ def test_a_claim_on_configs_without_rows_and_more_seeds_than_its_own(tmp_path, m
 
 
 def test_the_gpu_script_starts_each_claim_spec_on_cuda_with_its_jobs_seeds_and_time_limit(tmp_path):
-    """scripts/gpu_checks.sh OUT MINUTES CLAIM:JOBS[:SEEDS] ..: each claim once, in the background, on cuda, limited
+    """reproduction/gpu_checks.sh OUT MINUTES CLAIM:JOBS[:SEEDS] ..: each claim once, in the background, on cuda, limited
     to MINUTES of training, validated at 16 streams (here with a stand-in interpreter that logs its arguments)."""
     import subprocess
 
@@ -203,27 +198,27 @@ def test_the_gpu_script_starts_each_claim_spec_on_cuda_with_its_jobs_seeds_and_t
     stub.write_text(f'#!/bin/sh\necho "$@" >> {log}\ncat > /dev/null\n')  # reads the bench-args heredoc as python would
     stub.chmod(0o755)
     out = tmp_path / "out"
-    done = subprocess.run(["bash", str(REPO / "scripts" / "gpu_checks.sh"), str(out), "0.5", "babi-iaa:9",
+    done = subprocess.run(["bash", str(REPO / "reproduction" / "gpu_checks.sh"), str(out), "0.5", "babi-iaa:9",
                            "daniluk-fig2c:15:3", "ptb-lstmn-1layer:3::6.5", "ptb-lstmn-1layer-dropout:1:::lstm"],
                           cwd=tmp_path,
                           env={"PATH": "/usr/bin:/bin", "PYTHON": str(stub)}, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     calls = log.read_text().splitlines()
-    runs = sorted(c for c in calls if c.startswith("scripts/claims.py run"))
+    runs = sorted(c for c in calls if c.startswith("-m reproduction.claims run"))
     common = "--device cuda --set train.max_minutes=0.5 --set train.eval_batch_size=16"
-    assert runs == [f"scripts/claims.py run babi-iaa --jobs 9 {common}",
-                    f"scripts/claims.py run daniluk-fig2c --jobs 15 --seeds 3 {common}",  # a claim's own limit:
-                    f"scripts/claims.py run ptb-lstmn-1layer --jobs 3 {common.replace('0.5', '6.5')}",
-                    f"scripts/claims.py run ptb-lstmn-1layer-dropout --jobs 1 --only lstm {common}"]  # some of its runs
+    assert runs == [f"-m reproduction.claims run babi-iaa --jobs 9 {common}",
+                    f"-m reproduction.claims run daniluk-fig2c --jobs 15 --seeds 3 {common}",  # a claim's own limit:
+                    f"-m reproduction.claims run ptb-lstmn-1layer --jobs 3 {common.replace('0.5', '6.5')}",
+                    f"-m reproduction.claims run ptb-lstmn-1layer-dropout --jobs 1 --only lstm {common}"]  # some of its runs
     assert any(c.startswith("-m pytest -m cuda tests/test_cuda.py") for c in calls)
     assert "claims all done" in (out / "timeline.txt").read_text()
     # TESTS=0: the claims alone, no CUDA tests or memory check beside them
     log.unlink()
-    done = subprocess.run(["bash", str(REPO / "scripts" / "gpu_checks.sh"), str(out), "0.5", "babi-iaa:9"],
+    done = subprocess.run(["bash", str(REPO / "reproduction" / "gpu_checks.sh"), str(out), "0.5", "babi-iaa:9"],
                           cwd=tmp_path, env={"PATH": "/usr/bin:/bin", "PYTHON": str(stub), "TESTS": "0"},
                           capture_output=True, text=True, timeout=120)
     calls = log.read_text().splitlines()
-    assert done.returncode == 0 and any(c.startswith("scripts/claims.py run babi-iaa") for c in calls)
+    assert done.returncode == 0 and any(c.startswith("-m reproduction.claims run babi-iaa") for c in calls)
     assert not any("pytest" in c or "document_memory" in c for c in calls)
 
 
@@ -245,12 +240,12 @@ def test_the_gpu_script_shares_the_gpu_through_mps_and_goes_on_without_a_daemon_
     def run(**env):
         log.write_text("")
         out = tmp_path / f"out-{'-'.join(env) or 'plain'}"  # its own timeline.txt
-        done = subprocess.run(["bash", str(REPO / "scripts" / "gpu_checks.sh"), str(out), "0.5", "babi-iaa:9"],
+        done = subprocess.run(["bash", str(REPO / "reproduction" / "gpu_checks.sh"), str(out), "0.5", "babi-iaa:9"],
                               cwd=tmp_path, capture_output=True, text=True, timeout=120,
                               env={"PATH": f"{bin_}:/usr/bin:/bin", "PYTHON": str(stub), "TESTS": "0", "BENCH": "0",
                                    **env})
         assert done.returncode == 0, done.stderr
-        claim = next(c for c in log.read_text().splitlines() if "scripts/claims.py run" in c)
+        claim = next(c for c in log.read_text().splitlines() if "-m reproduction.claims run" in c)
         return log.read_text(), claim, (out / "timeline.txt").read_text()
 
     calls, claim, timeline = run()
@@ -306,7 +301,7 @@ def test_stage_copies_each_unfinished_run_slim_for_a_gpu_call_and_the_gpu_script
     stub = tmp_path / "python"
     stub.write_text("#!/bin/sh\ncat > /dev/null\n")
     stub.chmod(0o755)
-    done = subprocess.run(["bash", str(REPO / "scripts" / "gpu_checks.sh"), str(work / "out"), "0.5", "babi-iaa:9"],
+    done = subprocess.run(["bash", str(REPO / "reproduction" / "gpu_checks.sh"), str(work / "out"), "0.5", "babi-iaa:9"],
                           cwd=work, env={"PATH": "/usr/bin:/bin", "PYTHON": str(stub), "TESTS": "0", "BENCH": "0"},
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
@@ -456,11 +451,11 @@ def test_the_gpu_script_brings_back_the_unfinished_runs_checkpoints_in_parts(tmp
     run_folder("killed-after-best", None, True, step=45)  # killed mid-epoch: the best is not the last
     (run_folder("stopped-early", "early", False) / "units-test.npz").write_bytes(b"units")  # final_evaluation's
     stub = tmp_path / "python"  # the helper that picks the checkpoints runs for real; the rest is stood in for
-    stub.write_text(f'#!/bin/sh\n[ "$2" = resumable ] && shift && exec {sys.executable} {REPO}/scripts/claims.py "$@"'
+    stub.write_text(f'#!/bin/sh\n[ "$3" = resumable ] && shift 2 && PYTHONPATH={REPO} exec {sys.executable} -m reproduction.claims "$@"'
                     '\ncat > /dev/null\n')
     stub.chmod(0o755)
     out = tmp_path / "out"
-    done = subprocess.run(["bash", str(REPO / "scripts" / "gpu_checks.sh"), str(out), "0.5", "x:1"], cwd=tmp_path,
+    done = subprocess.run(["bash", str(REPO / "reproduction" / "gpu_checks.sh"), str(out), "0.5", "x:1"], cwd=tmp_path,
                           env={"PATH": "/usr/bin:/bin", "PYTHON": str(stub), "BENCH": "0",
                                "CKPTS": "runs/claims/c/*/seed1"}, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
@@ -491,7 +486,7 @@ def test_status_says_how_long_an_unfinished_run_needs_to_its_cap_at_its_last_log
 
     monkeypatch.chdir(tmp_path)
     d = tmp_path / "runs/c/seed1"
-    _folder(d, Path(__file__).parents[1] / "configs/ptb/lstmn.toml", ["train.epochs=100", "train.log_every=100"],
+    _folder(d, REPO / "configs/ptb/lstmn.toml", ["train.epochs=100", "train.log_every=100"],
             {"stopped": None, "finished": False, "global_step": 250})
     logs = [{"event": "train", "step": 50, "train_tokens": 70000.0, "tokens_per_s": 1.0},  # before the window
             {"event": "valid", "step": 100, "epochs_done": 2.0, "ppl": 150.0, "selection_metric": "ppl", "best": True},
@@ -523,7 +518,7 @@ def test_status_times_a_run_whose_logs_count_no_tokens_by_their_seconds(tmp_path
 
     monkeypatch.chdir(tmp_path)
     d = tmp_path / "runs/c/seed1"
-    _folder(d, Path(__file__).parents[1] / "configs/babi/iaa.toml", ["train.epochs=20"],
+    _folder(d, REPO / "configs/babi/iaa.toml", ["train.epochs=20"],
             {"stopped": None, "finished": False, "global_step": 300})
     valid = {"event": "valid", "step": 300, "epochs_done": 3.0, "accuracy": 0.8, "selection_metric": "accuracy",
              "best": True}

@@ -1,4 +1,4 @@
-"""The Claims section of results/REPRODUCTION.md (memread.tools.claims): each claim comparison's verdict by the
+"""The Claims section of results/REPRODUCTION.md (reproduction.verdicts, reproduction.render): each claim comparison's verdict by the
 rule in the module's docstring, the latest line of each claim, the paper's difference flagged when our interval
 excludes it, and the section inside the generated file."""
 
@@ -6,8 +6,11 @@ from __future__ import annotations
 
 import pytest
 
-from memread.tools.claims import BUDGETS, claim_records, claim_verdict, claims_markdown
-from memread.tools.reproduce import render_markdown, rows
+from reproduction import REPO
+from reproduction.ledger import CLAIM_BUDGETS as BUDGETS
+from reproduction.render import claims_markdown, render_markdown
+from reproduction.rows import rows
+from reproduction.verdicts import claim_records, claim_verdict
 
 
 def line(value, p, paper, **more):
@@ -102,8 +105,8 @@ def test_the_claims_picture_draws_a_row_per_claim_in_a_panel_per_metric(tmp_path
 
     from memread import cli
     from memread.errors import MemreadError
-    from memread.tools import claims
     from memread.tools import viz
+    from reproduction import render as claims
     from memread.tools.viz import plt
 
     recs = [line(+0.02, 0.01, +0.014), {**line(+0.03, 0.01, +0.014), "seeds_units_ci_95": [-0.01, 0.07]},  # latest
@@ -151,7 +154,7 @@ def test_every_recorded_claim_carries_what_the_issue_asks_of_its_line():
     import json
     from pathlib import Path
 
-    results = Path(__file__).parent.parent / "results" / "results.jsonl"
+    results = REPO / "results" / "results.jsonl"
     recs = claim_records([json.loads(text) for text in results.read_text(encoding="utf-8").splitlines() if text])
     assert len(recs) >= 30
     for rec in recs:

@@ -14,12 +14,13 @@ import pytest
 
 from memread import cli
 from memread.config import load_experiment
-from memread.tools import reproduce
-from memread.tools.reproduce import Recorded, Row, best_recorded, ours_text, render_markdown, verdict, verdict_text
 from memread.training.checkpoint import loop_state
-from test_faults import TINY  # the tiny stories LM every fault test trains
-
-REPO = Path(__file__).parent.parent
+from reproduction import REPO, ledger, train
+from reproduction import rows as paper_rows
+from reproduction.render import ours_text, render_markdown, verdict_text
+from reproduction.rows import Row
+from reproduction.tests.conftest import TINY
+from reproduction.verdicts import Recorded, best_recorded, verdict
 RESULTS = REPO / "results" / "results.jsonl"
 PAPERS_DIR = REPO.parent / "shared" / "papers"
 PAPER_FILES = {"lstmn": "lstmn-cheng-dong-lapata-2016.md", "nse": "nse-munkhdalai-yu-2016.md",
@@ -29,18 +30,18 @@ METRICS = {"ppl", "accuracy", "map", "mrr", "mse", "bleu"}
 
 
 def recorded() -> list[dict]:
-    return reproduce.load_results(RESULTS)
+    return ledger.load_results(RESULTS)
 
 
 # ----------------------------------------------------------------------------- the table
 
 
 def test_rows_are_well_formed_and_ids_unique():
-    rows = reproduce.rows()
+    rows = paper_rows.rows()
     ids = [r.id for r in rows]
     assert len(ids) == len(set(ids))
     for r in rows:
-        assert r.paper in reproduce.PAPERS and r.id.startswith(f"{r.paper}-"), r.id
+        assert r.paper in paper_rows.PAPERS and r.id.startswith(f"{r.paper}-"), r.id
         assert re.fullmatch(r"[a-z0-9-]+", r.id), r.id
         assert r.metric in METRICS and r.split in ("train", "valid", "test"), r.id
         assert r.data_missing is None or r.data_missing.startswith("data not available here: "), r.id
@@ -53,7 +54,7 @@ def test_rows_are_well_formed_and_ids_unique():
 def test_every_table_row_of_the_four_papers_is_there():
     """Rows per table = the number of printed result cells (a row per column; a "-" cell is no row)."""
     counts: dict[tuple[str, str], int] = {}
-    for r in reproduce.rows():
+    for r in paper_rows.rows():
         counts[r.paper, r.table] = counts.get((r.paper, r.table), 0) + 1
     assert counts == {
         ("lstmn", "Table 1"): 8, ("lstmn", "Table 2"): 12 * 2, ("lstmn", "Table 3"): 11,
@@ -63,7 +64,7 @@ def test_every_table_row_of_the_four_papers_is_there():
         ("daniluk", "Figure 2d"): 20 * 4 - 15,
         ("sordoni", "Table 2"): 9 * 4 - 4, ("sordoni", "Table 3"): 12 * 2,
     }
-    by_paper = {p: sum(n for (q, _), n in counts.items() if q == p) for p in reproduce.PAPERS}
+    by_paper = {p: sum(n for (q, _), n in counts.items() if q == p) for p in paper_rows.PAPERS}
     assert by_paper == {"lstmn": 43, "nse": 93, "daniluk": 107, "sordoni": 56}
 
 
@@ -72,7 +73,7 @@ def test_every_paper_value_is_printed_in_its_paper():
     if not PAPERS_DIR.is_dir():
         pytest.skip(f"papers not found: {PAPERS_DIR}")
     texts = {p: (PAPERS_DIR / f).read_text(encoding="utf-8") for p, f in PAPER_FILES.items()}
-    for r in reproduce.rows():
+    for r in paper_rows.rows():
         v = r.paper_value
         forms = {f"{v:.1f}", f"{v:.2f}", f"{v:.4f}", f"{v:g}"}
         if r.table == "Figure 2d":
@@ -81,10 +82,10 @@ def test_every_paper_value_is_printed_in_its_paper():
 
 
 def test_every_config_exists_and_loads():
-    paths = sorted({r.config for r in reproduce.rows() if r.config})
+    paths = sorted({r.config for r in paper_rows.rows() if r.config})
     assert len(paths) >= 40
     for path in paths:
-        full = reproduce.config_path(Row("x", "lstmn", "t", "x", "x", "ppl", "test", 1.0, path))
+        full = paper_rows.config_path(Row("x", "lstmn", "t", "x", "x", "ppl", "test", 1.0, path))
         assert full.is_file(), path
         load_experiment(full)
 
@@ -92,7 +93,7 @@ def test_every_config_exists_and_loads():
 def test_every_experiment_named_is_in_results_jsonl():
     results = recorded()
     names = {r.get("experiment") for r in results}
-    for r in reproduce.rows():
+    for r in paper_rows.rows():
         missing = [e for e in r.experiments if e not in names]
         assert not missing, f"{r.id}: {missing} not in {RESULTS}"
         if not r.experiments and best_recorded(r, results) is None:
@@ -103,7 +104,7 @@ def test_every_experiment_named_is_in_results_jsonl():
 
 
 def test_rows_without_data_say_what_is_missing():
-    rows = {r.id: r for r in reproduce.rows()}
+    rows = {r.id: r for r in paper_rows.rows()}
     assert "SNLI train" in rows["nse-t1-snli-nse"].data_missing
     assert "IWSLT14 train" in rows["nse-t5-iwslt14-nse-nse"].data_missing
     assert "Tang" in rows["nse-t4-imdb-nse-nse"].data_missing
@@ -216,7 +217,7 @@ def tiny(tmp_path, monkeypatch):
     test_row = Row("lstmn-test-tiny", "lstmn", "Test table", "tiny LSTM LM", "stories", "ppl", "test", 100.0,
                    str(config))
     valid_row = replace(test_row, id="lstmn-test-tiny-dev", split="valid", paper_value=90.0)
-    monkeypatch.setattr(reproduce, "ROWS", [*reproduce.ROWS, test_row, valid_row])
+    monkeypatch.setattr(paper_rows, "ROWS", [*paper_rows.ROWS, test_row, valid_row])
     return tmp_path, test_row, valid_row
 
 
@@ -237,12 +238,12 @@ def test_reproduce_two_seeds_appends_the_mean_and_each_seed(tiny, capsys):
     code, out, err = run_cli(capsys, "reproduce", row.id, "--seeds", "2", "--run-root", str(runs),
                              "--set", "train.max_steps=3")
     assert code == 0, err
-    lines = reproduce.load_results(tmp / "results.jsonl")
+    lines = ledger.load_results(tmp / "results.jsonl")
     assert len(lines) == 2 * 3  # valid and test: the mean line, then one line per seed
     assert [(r["split"], r.get("seed")) for r in lines] == [("valid", None), ("valid", 1), ("valid", 2),
                                                             ("test", None), ("test", 1), ("test", 2)]
     seed_dirs = {s: runs / row.id / f"seed{s}" for s in (1, 2)}
-    commit = reproduce.git_commit()
+    commit = ledger.git_commit()
     for split, paper in (("valid", 90.0), ("test", 100.0)):
         mean, one, two = (r for r in lines if r["split"] == split)
         values = [final_ppl(seed_dirs[s], split) for s in (1, 2)]
@@ -274,11 +275,11 @@ def test_a_row_reproduced_with_another_model_says_so_in_every_budget(tiny, capsy
     so the table, names what was changed and what the config has, once; [train] overrides change nothing of the
     model."""
     tmp, row, _ = tiny
-    monkeypatch.setattr(reproduce, "_budget", lambda loop, cfg: f"seed {cfg.train.seed}'s budget")
+    monkeypatch.setattr(train, "_budget", lambda loop, cfg: f"seed {cfg.train.seed}'s budget")
     code, _, err = run_cli(capsys, "reproduce", row.id, "--seeds", "2", "--run-root", str(tmp / "runs"),
                            "--set", "train.max_steps=3", "--set", "reader.hidden=16", "--set", "head.emb=12")
     assert code == 0, err
-    lines = reproduce.load_results(tmp / "results.jsonl")
+    lines = ledger.load_results(tmp / "results.jsonl")
     note = "; changed from the config: head.emb=12 (config: 24), reader.hidden=16 (config: 32)"
     assert [r["budget"] for r in lines[:3]] == ["seed 1's budget; seed 2's budget" + note, "seed 1's budget" + note,
                                                "seed 2's budget" + note]
@@ -288,7 +289,7 @@ def test_a_row_reproduced_with_another_model_says_so_in_every_budget(tiny, capsy
         x for x in listing.splitlines() if x.startswith(row.id + " "))
     code, _, err = run_cli(capsys, "reproduce", row.id, "--run-root", str(tmp / "other"), "--set", "train.max_steps=3")
     assert code == 0, err
-    assert "changed from the config" not in reproduce.load_results(tmp / "results.jsonl")[-1]["budget"]
+    assert "changed from the config" not in ledger.load_results(tmp / "results.jsonl")[-1]["budget"]
 
 
 def test_reproduce_resumes_a_killed_run_and_reuses_a_finished_one(tiny, capsys):
@@ -306,13 +307,13 @@ def test_reproduce_resumes_a_killed_run_and_reuses_a_finished_one(tiny, capsys):
         assert [r["step"] for r in records if r["event"] == "valid"] == [3, 5]  # one run, continued from step 3
     code, _, err = run_cli(capsys, *args, "--set", "train.max_steps=5")
     assert code == 0 and err.count("finished before; taking its final.json") == 2
-    lines = reproduce.load_results(tmp / "results.jsonl")
+    lines = ledger.load_results(tmp / "results.jsonl")
     assert len(lines) == 3 * 6
     assert [r["value"] for r in lines[-6:]] == [r["value"] for r in lines[-12:-6]]
     # a run of another model in the folder is refused, nothing appended
     code, _, err = run_cli(capsys, *args, "--set", "train.max_steps=5", "--set", "reader.hidden=16")
     assert code == 2 and "holds a run of another config (reader.hidden differs)" in err
-    assert len(reproduce.load_results(tmp / "results.jsonl")) == 18
+    assert len(ledger.load_results(tmp / "results.jsonl")) == 18
 
 
 def test_reproduce_takes_an_ended_run_kept_without_checkpoints_and_never_clears_it(tiny, capsys):
@@ -323,7 +324,7 @@ def test_reproduce_takes_an_ended_run_kept_without_checkpoints_and_never_clears_
     runs = tmp / "runs"
     args = ("reproduce", row.id, "--seeds", "2", "--run-root", str(runs), "--set", "train.max_steps=3")
     assert run_cli(capsys, *args)[0] == 0
-    first = reproduce.load_results(tmp / "results.jsonl")
+    first = ledger.load_results(tmp / "results.jsonl")
     folders = [runs / row.id / f"seed{s}" for s in (1, 2)]
     for folder in folders:
         for checkpoint in folder.glob("checkpoint_*.pt"):
@@ -332,7 +333,7 @@ def test_reproduce_takes_an_ended_run_kept_without_checkpoints_and_never_clears_
     code, _, err = run_cli(capsys, *args)
     assert code == 0, err
     assert err.count("finished before (trained elsewhere); taking its final.json") == 2
-    again = reproduce.load_results(tmp / "results.jsonl")[len(first):]
+    again = ledger.load_results(tmp / "results.jsonl")[len(first):]
     # the same numbers, budgets and cost (the seconds its training took, not this call's moment)
     assert [(r["split"], r.get("seed"), r["value"], r["budget"], r["wall_s"]) for r in again] == [
         (r["split"], r.get("seed"), r["value"], r["budget"], r["wall_s"]) for r in first]
@@ -342,7 +343,7 @@ def test_reproduce_takes_an_ended_run_kept_without_checkpoints_and_never_clears_
     assert code == 2 and out == "" and err.splitlines()[-1].startswith("memread: error: ")
     assert "without its checkpoints (trained elsewhere?), so it cannot train on with train.max_steps=5" in err
     assert {p: p.read_bytes() for folder in folders for p in folder.iterdir()} == kept  # nothing cleared
-    assert len(reproduce.load_results(tmp / "results.jsonl")) == 2 * len(first)
+    assert len(ledger.load_results(tmp / "results.jsonl")) == 2 * len(first)
 
 
 @pytest.mark.parametrize("row_id, says", [
@@ -363,11 +364,11 @@ def test_rows_that_cannot_run_are_refused_in_one_line(tiny, capsys, row_id, says
 
 
 def test_the_markdown_lists_every_row():
-    rows = reproduce.rows()
+    rows = paper_rows.rows()
     md = render_markdown(rows, recorded())
     for r in rows:
         assert f"| `{r.id}` |" in md, r.id
-    for paper in reproduce.PAPERS:
+    for paper in paper_rows.PAPERS:
         assert f"## {paper}: " in md
     assert "**Verdict rule**" in md
     claims = md[md.index("## Claims"): md.index("## lstmn:")]  # the claims' comparisons, then the papers' rows
@@ -380,24 +381,24 @@ def test_list_prints_every_row_and_the_markdown(capsys, monkeypatch):
     code, out, _ = run_cli(capsys, "reproduce", "list")
     assert code == 0
     first = {x.split()[0] for x in out.splitlines() if x.strip()}
-    assert {r.id for r in reproduce.rows()} <= first
+    assert {r.id for r in paper_rows.rows()} <= first
     assert "holds" in out and "data not available here: the full CBT" in out
     code, out, _ = run_cli(capsys, "reproduce", "list", "--markdown")
-    assert code == 0 and out == render_markdown(reproduce.rows(), recorded())
+    assert code == 0 and out == render_markdown(paper_rows.rows(), recorded())
 
 
 def test_reproduction_md_is_current():
     """results/REPRODUCTION.md is render_markdown of results/results.jsonl; regenerate it with
     ``memread reproduce list --markdown > results/REPRODUCTION.md``."""
     committed = (REPO / "results" / "REPRODUCTION.md").read_text(encoding="utf-8")
-    assert committed == render_markdown(reproduce.rows(), recorded()), \
+    assert committed == render_markdown(paper_rows.rows(), recorded()), \
         "results/REPRODUCTION.md is stale: run memread reproduce list --markdown > results/REPRODUCTION.md"
 
 
 def test_the_budget_of_a_run_that_used_up_its_epochs_names_its_last_epoch():
     from types import SimpleNamespace
 
-    from memread.tools.reproduce import _budget
+    from reproduction.train import _budget
 
     cfg = SimpleNamespace(train=SimpleNamespace(epochs=4, max_steps=0))
     done = _budget({"global_step": 6176, "epoch": 4, "stopped": "epochs", "tokens_trained": 1000}, cfg)
@@ -410,9 +411,9 @@ def test_the_recorded_commit_is_git_s_unless_memread_commit_names_it(monkeypatch
     """A lent GPU machine's copy of the tree carries the git metadata of the session's first commit:
     ``MEMREAD_COMMIT`` names the commit whose files it runs."""
     monkeypatch.delenv("MEMREAD_COMMIT", raising=False)
-    own = reproduce.git_commit()
-    head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=Path(reproduce.__file__).parent,
+    own = ledger.git_commit()
+    head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=Path(ledger.__file__).parent,
                           capture_output=True, text=True).stdout.strip()
     assert own == (head or None)
     monkeypatch.setenv("MEMREAD_COMMIT", "abc1234")
-    assert reproduce.git_commit() == "abc1234"
+    assert ledger.git_commit() == "abc1234"

@@ -1,76 +1,16 @@
-"""The papers' claims that compare two models ("the LSTMN beats the LSTM"), judged from the comparisons that
-``memread compare --record claim-NAME`` appends to ``results/results.jsonl`` (``scripts/claims.py`` records
-them): the ``Claims`` section of ``results/REPRODUCTION.md``.
-
-A claim line holds the difference A - B of a metric (``<metric>_difference``) on the test split, the paper's
-difference (``paper_value``), and a paired test: for one seed pair the permutation test's ``p_value`` and the
-bootstrap interval ``ci_95``; over several seeds the pooled paired test (``pooled_p_value``, ``pooled_ci_95``:
-each test unit's statistics summed over the seeds) and Welch's t-test of the seeds' values (``welch_p``).
-
-**Verdict** (:func:`claim_verdict`), with *p* the paired test's p-value (pooled over seeds where several were run):
-
-- "holds": p < 0.05 and our difference has the paper's sign;
-- "does not hold": p < 0.05 and the opposite sign;
-- "within noise": p >= 0.05;
-- where the paper has the two models level (``paper_value`` 0, or ``paper_claim = "level"``): "holds" when
-  p >= 0.05, else "does not hold";
-- "not converged": the line says ``converged: false`` (``memread compare --record`` writes it when a cap --
-  epochs, steps or ``max_minutes`` -- stopped a run whose last validation was its best by at least the run's
-  ``train.min_improvement``, so still improving;
-  no verdict), with each run's ending in ``budget`` (:func:`memread.tools.compare.ending_fields`); except where
-  the runs still improving (``still_improving``) are all on the side already ahead with p < 0.05: training on
-  could only widen its lead, so the order, and with it the verdict, is settled (:func:`settled_early`);
-- "no claim in the paper": no paper difference (a comparison of our own, such as two tape starts).
-
-The paper's difference outside our 95 % interval is flagged beside the verdict: a difference that large would
-have been seen.
-
-The pooled paired test takes the trained models as given: it asks whether *these* models differ on the test set,
-not whether training one architecture gives better models than training the other. Lines recorded with several
-seeds since session 35 also hold a bootstrap over seeds and units together (``seeds_units_p_value``,
-``seeds_units_ci_95``: :func:`memread.tools.compare.seeds_and_units_test`), which asks the second question. It
-does not change the verdict (lines recorded before it, whose runs were not kept, have none, and the rule stays one
-rule for the whole table); where the verdict rests on p < 0.05 and this p is not below 0.05, the verdict says so:
-*(not across seeds: p = ...)*, the gap being one the seeds' own spread could make.
-"""
+"""What the reproduction shows: ``results/REPRODUCTION.md`` (:func:`render_markdown`), the terminal listing of
+``memread reproduce list`` (:func:`format_listing`), and ``results/claims.png`` (:func:`claims_png`)."""
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
-from typing import Iterable
+from typing import Iterable, Sequence
 
 from memread.errors import MemreadError
-
-CLAIM_PREFIX = "claim-"
-SIGNIFICANCE = 0.05
-
-# what each claim's runs cost, for lines recorded before `budget` was written into them
-BUDGETS = {
-    "claim-sst-binary-lstmn-vs-lstm": "to early stopping (patience 3; best valid epoch 2-4)",
-    "claim-sst-fine-lstmn-vs-lstm": "to early stopping (patience 3; best valid epoch 2-4)",
-    "claim-sst-binary-2layer-lstmn-vs-lstm": "to early stopping (patience 3; best valid epoch 1-2)",
-    "claim-sst-binary-nse-vs-lstm": "NSE: 4 of the paper's 25 epochs of phrases; LSTM to early stopping",
-    "claim-sst-binary-nse-vs-lstmn": "NSE: 4 of the paper's 25 epochs of phrases; LSTMN to early stopping",
-    "claim-sst-fine-2layer-lstmn-vs-lstm": "to early stopping (patience 3; early stops at epoch 4-7)",
-    "claim-wikiqa-mma-nse-vs-lstm-1x300": "to early stopping (patience 4 half-epoch evaluations, 8 epochs at most); "
-                                          "both readers 1 x 300",
-}
-
-
-def claim_records(results: Iterable[dict]) -> list[dict]:
-    """The latest line of each claim comparison (``claim-*`` with a ``*_difference`` metric), in first-seen order."""
-    latest: dict[str, dict] = {}
-    for rec in results:
-        exp, metric = str(rec.get("experiment", "")), str(rec.get("metric", ""))
-        if exp.startswith(CLAIM_PREFIX) and metric.endswith("_difference") and is_number(rec.get("value")):
-            latest[exp] = rec
-    return list(latest.values())
-
-
-def is_number(x) -> bool:
-    """A finite int or float (not a bool): a value a results line can be judged on."""
-    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+from reproduction.ledger import CLAIM_BUDGETS, is_number
+from reproduction.rows import PAPERS, Row
+from reproduction.verdicts import (CLAIM_PREFIX, VERDICTS, Recorded, _interval, _p, across_seeds, best_recorded,
+                                   claim_records, claim_verdict, settled_early, short, verdict)
 
 
 def cell(text: str) -> str:
@@ -78,55 +18,134 @@ def cell(text: str) -> str:
     return text.replace("|", "\\|")
 
 
-def _p(rec: dict) -> float | None:
-    p = rec.get("pooled_p_value", rec.get("p_value"))
-    return float(p) if is_number(p) else None
+_DECIMALS = {"map": 4, "mrr": 4}
 
 
-def _interval(rec: dict) -> tuple[float, float] | None:
-    ci = rec.get("pooled_ci_95", rec.get("ci_95"))
-    return (float(ci[0]), float(ci[1])) if isinstance(ci, list) and len(ci) == 2 else None
+def _fmt(value: float, metric: str) -> str:
+    return f"{value:.{_DECIMALS.get(metric, 2)}f}"
 
 
-def settled_early(rec: dict) -> bool:
-    """Whether a comparison with a run still improving is settled all the same: every still-improving run is on the
-    side the paired test already finds better (p < 0.05), so that more training could only widen the gap. Lines
-    without ``still_improving`` or ``higher_is_better`` (recorded before them) are never settled early."""
-    sides, higher, p = rec.get("still_improving"), rec.get("higher_is_better"), _p(rec)
-    if rec.get("converged") is not False or not sides or not isinstance(higher, bool) or p is None:
-        return False
-    diff = float(rec["value"])
-    leader = "A" if (diff > 0) == higher else "B"
-    return p < SIGNIFICANCE and diff != 0 and all(side == leader for side in sides)
+_PRINTED = {"accuracy": 1, "mse": 2, "bleu": 2, "map": 4, "mrr": 4}  # decimals the papers print (perplexity: as given)
 
 
-def across_seeds(rec: dict) -> str:
-    """" (not across seeds: p = 0.21)" where the verdict rests on a significant pooled paired test but the bootstrap
-    over seeds and units (recorded with several seeds) does not find the gap; "" otherwise (module doc)."""
-    q, p = rec.get("seeds_units_p_value"), _p(rec)
-    if not is_number(q) or p is None or p >= SIGNIFICANCE or q < SIGNIFICANCE:
-        return ""
-    if claim_verdict(rec) not in ("holds", "does not hold"):
-        return ""
-    return f" (not across seeds: p = {q:.2g})"
+def _paper(value: float, metric: str) -> str:
+    return f"{value:.{_PRINTED[metric]}f}" if metric in _PRINTED else f"{value:g}"
 
 
-def claim_verdict(rec: dict) -> str:
-    """One of "holds", "does not hold", "within noise", "not converged", "no claim in the paper" (module doc)."""
-    if rec.get("converged") is False and not settled_early(rec):
-        return "not converged"
-    paper, p, diff = rec.get("paper_value"), _p(rec), float(rec["value"])
-    if not is_number(paper):
-        return "no claim in the paper"
-    if p is None:
-        return "no paired test"
-    significant = p < SIGNIFICANCE
-    if paper == 0 or rec.get("paper_claim") == "level":
-        return "does not hold" if significant else "holds"
-    if not significant:
-        return "within noise"
-    return "holds" if (diff > 0) == (paper > 0) else "does not hold"
+def ours_text(row: Row, best: Recorded | None) -> str:
+    """``99.62 (1 seed; 14 of 40 epochs; d18fa2b; ptb-lstmn-1x300-span3)``, ``-`` when nothing is recorded."""
+    if best is None:
+        return "-"
+    value = _fmt(best.value, row.metric) + (f" ± {_fmt(best.std, row.metric)}" if best.std is not None else "")
+    if row.stand_in:
+        value += f" on {row.stand_in}"
+    n = len(best.seeds) if best.seeds else 1
+    seeds = f"{n} seeds" if n > 1 else "1 seed"
+    parts = [seeds, best.budget, best.commit or "commit unknown", best.experiment]
+    text = f"{value} ({'; '.join(p for p in parts if p)})"
+    if best.as_configured is not None:
+        text += f"; the config as it is: {ours_text(row, best.as_configured)}"
+    return text
 
+
+def verdict_text(row: Row, best: Recorded | None) -> str:
+    v = verdict(row, best)
+    if v == "data not available" and row.data_missing:
+        return row.data_missing
+    if best is not None and best.as_configured is not None and verdict(row, best.as_configured) != v:
+        v += f" (the config as it is: {verdict(row, best.as_configured)})"
+    return v
+
+
+def summary(table: Sequence[Row], results: Sequence[dict]) -> list[dict]:
+    """Per paper: rows, rows with a config, rows with a recorded number, and the count of each verdict."""
+    out = []
+    for paper in PAPERS:
+        mine = [r for r in table if r.paper == paper]
+        if not mine:
+            continue
+        bests = [best_recorded(r, results, table) for r in mine]
+        counts = {v: 0 for v in VERDICTS}
+        for r, b in zip(mine, bests):
+            counts[verdict(r, b)] += 1
+        out.append({"paper": paper, "rows": len(mine), "configs": sum(r.config is not None for r in mine),
+                    "recorded": sum(b is not None for b in bests), **counts})
+    return out
+
+
+VERDICT_RULE = (
+    "**Verdict rule** (`memread.tools.reproduce.verdict`). *margin* = ours - paper for accuracy, MAP, MRR and BLEU, "
+    "paper - ours for perplexity and MSE; *std* = the standard deviation of our number over seeds (0 for one seed). "
+    "**holds**: margin >= 0. **within noise**: -std <= margin < 0. **does not hold**: margin < -std. "
+    "**not tested**: nothing recorded. **data not available**: the benchmark data lacks the row's data; numbers "
+    "recorded on a stand-in are shown, named, and not judged. *Ours* is the best recorded test (or the row's split) "
+    "value among the row's experiments in `results/results.jsonl` (the mean, where several seeds were run), with its "
+    "seeds, budget, commit and experiment name; where that number's runs changed settings of the row's config "
+    "(a smaller reader: its budget says so) and the config as it is was trained too, the latter's number follows, "
+    "with its verdict where the two differ. Our setups differ from the papers' (GloVe 6B 50d instead of 840B "
+    "300d, mostly shorter training): see the notes in `results/*.md`.")
+
+
+def render_markdown(table: Sequence[Row], results: Sequence[dict]) -> str:
+    """``results/REPRODUCTION.md``: the summary per paper, then every row by paper and table."""
+    results = list(results)
+    lines = [
+        "# Reproduction status: every table row of the four papers",
+        "",
+        "Generated from `results/results.jsonl` by `memread reproduce list --markdown > results/REPRODUCTION.md`; "
+        "`tests/test_reproduce.py` fails when this file is stale. Do not edit by hand. Rerun a row with "
+        "`memread reproduce ROW_ID --seeds N` (it appends its numbers to `results/results.jsonl`).",
+        "",
+        VERDICT_RULE,
+        "",
+        "Accuracies are in percent (Daniluk et al.'s Figure 2d prints fractions: 0.523 is 52.3 here).",
+        "",
+        "| paper | rows | with a memread config | with a recorded number (on its data or a stand-in) | "
+        + " | ".join(VERDICTS) + " |",
+        "|---|---:|---:|---:|" + "---:|" * len(VERDICTS),
+    ]
+    for s in summary(table, results):
+        lines.append(f"| {s['paper']} | {s['rows']} | {s['configs']} | {s['recorded']} | "
+                     + " | ".join(str(s[v]) for v in VERDICTS) + " |")
+    lines += ["", *claims_markdown(results)]
+    for paper, title in PAPERS.items():
+        mine = [r for r in table if r.paper == paper]
+        if not mine:
+            continue
+        lines += ["", f"## {paper}: {title}"]
+        for tab in dict.fromkeys(r.table for r in mine):
+            lines += ["", f"### {tab}", "",
+                      "| row id | row | dataset | metric (split) | paper | memread config | ours | verdict |",
+                      "|---|---|---|---|---:|---|---|---|"]
+            for r in (r for r in mine if r.table == tab):
+                best = best_recorded(r, results, table)
+                config = f"`{r.config}`" if r.config else "-"
+                if r.note:
+                    config += f" ({r.note})"
+                lines.append("| " + " | ".join(cell(c) for c in (
+                    f"`{r.id}`", r.name, r.dataset, f"{r.metric} ({r.split})", _paper(r.paper_value, r.metric), config,
+                    ours_text(r, best), verdict_text(r, best))) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def format_listing(table: Sequence[Row], results: Sequence[dict]) -> str:
+    """The plain-text table of ``memread reproduce list``: one line per row."""
+    results = list(results)
+    head = ("row id", "paper", "table", "row", "dataset", "metric", "paper value", "config", "ours", "verdict")
+    body = []
+    for r in table:
+        best = best_recorded(r, results, table)
+        body.append((r.id, r.paper, r.table, short(r.name, 40), r.dataset, f"{r.metric} ({r.split})",
+                     _paper(r.paper_value, r.metric), r.config or "-", ours_text(r, best), verdict_text(r, best)))
+    widths = [max(len(x[i]) for x in [head, *body]) for i in range(len(head) - 1)]
+    fmt = lambda cells: "  ".join(c.ljust(w) for c, w in zip(cells, widths)) + "  " + cells[-1]  # noqa: E731
+    counts = summary(table, results)
+    tail = [f"{s['paper']}: {s['rows']} rows, {s['configs']} with a config, {s['recorded']} with a recorded number; "
+            + ", ".join(f"{v} {s[v]}" for v in VERDICTS) for s in counts]
+    return "\n".join([fmt(head), *(fmt(b) for b in body), "", *tail])
+
+
+# ----------------------------------------------------------------------------- claims
 
 def _side(values, mean, std) -> str:
     """``81.35 ± 0.83`` over seeds, or the one value."""
@@ -202,7 +221,7 @@ def claims_markdown(results: Iterable[dict]) -> list[str]:
         if settled_early(rec):
             verdict += f" (settled: only {' and '.join(rec['still_improving'])}, ahead, still improving)"
         verdict += across_seeds(rec)
-        budget = str(rec.get("budget") or BUDGETS.get(rec["experiment"], "-"))
+        budget = str(rec.get("budget") or CLAIM_BUDGETS.get(rec["experiment"], "-"))
         cost = cost_text(rec.get("cost"))
         budget = f"{budget}; {cost}" if cost else budget
         welch, both = rec.get("welch_p"), rec.get("seeds_units_p_value")
@@ -262,3 +281,4 @@ def claims_png(results: Iterable[dict], path: Path) -> Path:
                          "green holds, red does not hold, grey within noise, orange not converged\n"
                          "dotted below: the interval of the bootstrap over seeds and units", fontsize=8)
     return save(fig, path)
+

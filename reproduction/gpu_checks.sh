@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The GPU work of a session lent a GPU machine, in one call (it has ~10 minutes):
 #
-#     bash scripts/gpu_checks.sh OUT [MINUTES [CLAIM:JOBS[:SEEDS[:MINUTES[:RUN,..]]] ..]]   # MEMREAD_DATA: their data root
+#     bash reproduction/gpu_checks.sh OUT [MINUTES [CLAIM:JOBS[:SEEDS[:MINUTES[:RUN,..]]] ..]]   # MEMREAD_DATA: their data root
 #
 # The runs share the GPU through NVIDIA's Multi-Process Service (MPS) where the machine has it: without it the GPU
 # time-slices between processes, one process's small kernels at a time; with it their kernels run side by side.
@@ -9,7 +9,7 @@
 # without it reached 10-13 in 8, the 1-layer LSTM 40 epochs in 156 s (session 19: 15 in 8 minutes). MPS=0 leaves
 # it off; a daemon that will not serve a first CUDA call within 30 s is stopped and the runs go on without it.
 #
-# 1. in the background, issue 23's claims a CPU session cannot finish (scripts/claims.py), every run limited to
+# 1. in the background, issue 23's claims a CPU session cannot finish (reproduction/claims.py), every run limited to
 #    MINUTES of training (train.max_minutes; validation at 16 streams, not the CPU's exact 1: a few context resets
 #    in 73k tokens), each job a process sharing the GPU; by default daniluk-fig2c:5 and ptb-lstmn-1layer:3
 #    (session 15's), e.g. `babi-iaa:9` or `daniluk-fig2c:15:3` (three seeds) in another session;
@@ -25,9 +25,9 @@
 # A claim's RUN,.. (claims.py --only): those of its runs alone, e.g. the LSTM of a claim whose LSTMNs train on a
 # CPU. Write MEMREAD_COMMIT=<this machine's git rev-parse --short HEAD> into the call's command: the device's copy of
 # the tree reports the session's first commit as its HEAD.
-# Runs begun on a CPU go on here: `python scripts/claims.py stage CLAIM --only RUN` copies them, slim, into .carry/
+# Runs begun on a CPU go on here: `python -m reproduction.claims stage CLAIM --only RUN` copies them, slim, into .carry/
 # (git-ignored); name .carry in the call's carry and they are put in place first. Back on the CPU,
-# `python scripts/claims.py unpack OUT1 [OUT2 ..] --logs results/runs/device-calls/call-N` puts each call's runs in place (those that
+# `python -m reproduction.claims unpack OUT1 [OUT2 ..] --logs results/runs/device-calls/call-N` puts each call's runs in place (those that
 # got further, with a checkpoint or ended) and its logs beside the session's results.
 # Settings by environment: DEVICE (cuda; cpu for a dry run here), TESTS=0 (no CUDA tests, no memory check), GRACE
 # (seconds a claim may take past MINUTES for its final evaluations and comparisons, 240), BENCH=0 (no benches),
@@ -41,7 +41,7 @@ shift $(( $# < 2 ? $# : 2 ))
 claims=("$@")
 [ ${#claims[@]} -gt 0 ] || claims=(daniluk-fig2c:5 ptb-lstmn-1layer:3)
 mkdir -p "$out" logs
-export PYTHONPATH=$PWD/src${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1 MEMREAD_RESULTS=$out/results.jsonl MEMREAD_QUIET=1
+export PYTHONPATH=$PWD/src:$PWD${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1 MEMREAD_RESULTS=$out/results.jsonl MEMREAD_QUIET=1
 py=${PYTHON:-python3}
 t0=$(date +%s)
 stamp() { echo "[$(( $(date +%s) - t0 )) s] $*" | tee -a "$out/timeline.txt"; }
@@ -50,7 +50,7 @@ stamp() { echo "[$(( $(date +%s) - t0 )) s] $*" | tee -a "$out/timeline.txt"; }
 
 claim() {  # NAME JOBS SEEDS MINUTES RUNS; a watchdog over the whole claim: its training, final evaluations, comparisons
   local m=${4:-$minutes}
-  timeout $(( ${m%.*} * 60 + ${GRACE:-240} )) $py scripts/claims.py run "$1" --jobs "$2" ${3:+--seeds "$3"} \
+  timeout $(( ${m%.*} * 60 + ${GRACE:-240} )) $py -m reproduction.claims run "$1" --jobs "$2" ${3:+--seeds "$3"} \
     ${5:+--only "$5"} --device "${DEVICE:-cuda}" \
     --set "train.max_minutes=$m" --set train.eval_batch_size=16 > "logs/claim-$1.log" 2>&1
   stamp "claim $1 done (exit $?)"
@@ -114,7 +114,7 @@ tar czf "$out/runs.tgz" logs $(find runs/claims -name metrics.jsonl -o -name fin
 [ ${#small[@]} -gt 0 ] && rm -f "${small[@]}"
 if [ -n "${CKPTS:-}" ]; then
   # what each unfinished run needs to go on (as `claims.py stage`), up to four parts of 15 MiB beside 3 small files
-  ckpts=$($py scripts/claims.py resumable $CKPTS)
+  ckpts=$($py -m reproduction.claims resumable $CKPTS)
   [ -n "$ckpts" ] && tar cf - $ckpts | split -b 15M - "$out/ckpt.tar.part-"
   stamp "checkpoints packed: $(echo $ckpts | wc -w)"
 fi
