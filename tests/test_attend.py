@@ -42,6 +42,25 @@ def test_attend_writes_a_png(tmp_path):
     torch.testing.assert_close(w[1:].sum(-1), torch.ones(7))  # span 6: all within reach here
 
 
+def test_the_picture_explains_the_mark_on_unknown_words(tmp_path, monkeypatch):
+    """A word the vocabulary lacks is drawn as ``word*``, and the picture says what ``*`` means (and which words)."""
+    import memread.tools.viz as viz
+
+    titles = []
+    real_save = viz.save
+
+    def save(fig, path, **kw):
+        titles.append([ax.get_title() for ax in fig.axes])
+        return real_save(fig, path, **kw)
+
+    monkeypatch.setattr(viz, "save", save)
+    run_dir = tiny_run(tmp_path, LSTMNConfig(hidden=8, span=6), "lstmn")
+    attend(run_dir, "Mary put the zorblax in the blorf zorblax", tmp_path / "a.png", tmp_path)
+    assert titles[-1][0].endswith("\n* not in the model's vocabulary: read as <unk> (zorblax, blorf)")
+    attend(run_dir, "Mary went to the kitchen", tmp_path / "b.png", tmp_path)  # every word known: no legend
+    assert "\n" not in titles[-1][0] and "<unk>" not in titles[-1][0]
+
+
 def test_attend_needs_an_attention_reader(tmp_path):
     run_dir = tiny_run(tmp_path, RNNReaderConfig(name="lstm", hidden=8), "lstm")
     with pytest.raises(MemreadError, match="no attention"):

@@ -44,8 +44,19 @@ def read_sentence(model: torch.nn.Module, vocab, sentence: str) -> tuple[list[st
     return labels, out.attention[0, :, -T:].float().cpu()  # (T, T): row t over words 0 .. T-1
 
 
-def draw(words: list[str], weights: torch.Tensor, path: Path, title: str) -> Path:
-    """Arcs (Figure 4 style) above a heatmap; ``weights[t, j]``: how much word t attended to word j."""
+# the legend of the mark :func:`read_sentence` puts on a word the vocabulary does not hold
+UNKNOWN_LEGEND = "* not in the model's vocabulary: read as <unk>"
+
+
+def legend(words: list[str], labels: list[str]) -> str:
+    """The line that explains the ``*`` on the ``labels`` of ``words`` (naming them), or "" when none has one."""
+    unknown = [w for w, label in zip(words, labels) if label != w]
+    return f"{UNKNOWN_LEGEND} ({', '.join(dict.fromkeys(unknown))})" if unknown else ""
+
+
+def draw(words: list[str], weights: torch.Tensor, path: Path, title: str, note: str = "") -> Path:
+    """Arcs (Figure 4 style) above a heatmap; ``weights[t, j]``: how much word t attended to word j; ``note``: a
+    line under the title (the legend of the ``*`` on unknown words)."""
     import matplotlib.pyplot as plt
     from matplotlib.patches import Arc
 
@@ -70,7 +81,7 @@ def draw(words: list[str], weights: torch.Tensor, path: Path, title: str) -> Pat
     top.set_xlim(-0.7, n - 0.3)
     top.set_ylim(-1.2, max(1.0, 0.47 * (n - 1)) + 0.2)
     top.axis("off")
-    top.set_title(title, fontsize=10)
+    top.set_title(title + (f"\n{note}" if note else ""), fontsize=10)
 
     im = heatmap_on(bottom, words, words, w, "attended to (earlier word)", "reading")
     fig.colorbar(im, ax=bottom, fraction=0.04)
@@ -86,9 +97,10 @@ def attend(run_dir: Path, sentence: str, out: Path | None, data_root: Path, devi
     which = "best" if (run_dir / "checkpoint_best.pt").is_file() else "last"
     cfg, task, model = load_trained(run_dir, data_root, which, device)
     words, weights = read_sentence(model, task.vocab, sentence)
+    note = legend(sentence.split(), words)
     layers = getattr(cfg.reader, "layers", 1)
     title = f"{cfg.reader.name} intra-attention ({run_dir.name}, checkpoint_{which}" + (
         f", top layer of {layers})" if layers > 1 else ")"
     )
     default = run_dir / "attention.png" if run_dir.is_dir() else run_dir.with_name(f"{run_dir.stem}.attention.png")
-    return draw(words, weights, Path(out) if out is not None else default, title)
+    return draw(words, weights, Path(out) if out is not None else default, title, note)
