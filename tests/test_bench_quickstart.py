@@ -60,6 +60,26 @@ def test_quickstart_memory_reader_beats_memoryless_baseline(tmp_path, capsys):
     assert quickstart_figure().figure(record) == f"{shown[0]}% / {shown[1]}%"
 
 
+def test_the_quickstart_trains_on_one_thread_and_gives_the_callers_back(tmp_path, monkeypatch):
+    """One intra-op thread, whatever the caller set: two thrash beside another job on two cores (655 s against 62 s)."""
+    import memread.tools.quickstart as qs
+
+    class Stop(Exception):
+        pass
+
+    seen = []
+
+    def start_run(*args, **kwargs):
+        seen.append(torch.get_num_threads())
+        raise Stop
+
+    monkeypatch.setattr(qs, "start_run", start_run)
+    torch.set_num_threads(2)  # the conftest fixture restores its own count afterwards
+    with pytest.raises(Stop):
+        qs.quickstart(tmp_path, steps=1)
+    assert seen == [1] and torch.get_num_threads() == 2
+
+
 def test_a_quickstart_record_says_where_its_numbers_come_from():
     run = run_record(600, 1)
     assert run["command"] == "memread quickstart"
