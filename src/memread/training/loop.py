@@ -27,12 +27,11 @@ from memread.criteria.base import Loss
 from memread.errors import MemreadError
 from memread.modules.precision import autocast as precision_autocast
 from memread.readers.base import detach_state, flatten_state, state_structure, unflatten_state
-from memread.training.checkpoint import load_checkpoint, save_checkpoint, write_text_atomically
+from memread.training.checkpoint import load_checkpoint, mend_best, save_checkpoint, write_text_atomically
 from memread.training.clock import PausableClock
 from memread.training.distributed import (Placement, combine_loss, gather, on_main, resolve_device, rng_state,
                                           set_rng_state, sum_over_processes, to_device)
 from memread.training.optim import PlateauSchedule, build_optimizer
-from memread.training.units import run_loop
 
 
 AMP_DTYPES = {"32": None, "bf16-mixed": torch.bfloat16, "16-mixed": torch.float16}
@@ -170,38 +169,6 @@ def last_is_best(valid: list[dict], step: int) -> bool:
 
 # the stops after which a run has nothing left to train (a time limit's, ``"max_minutes"``, goes on when started again)
 ENDED = ("early", "epochs", "max_steps")
-
-
-def resume_files(run_dir: Path) -> list[Path]:
-    """What a run needs to go on on another machine (``claims.py stage``, ``gpu_checks.sh``'s ``CKPTS``): its last
-    checkpoint, its best unless that holds the same weights (:func:`last_is_best`; a resume writes it again), its
-    config, metrics and vocabulary. None for a run that has not checkpointed or has ended (an early stop, or its
-    epoch or step cap: a time limit's stop goes on)."""
-    run_dir = Path(run_dir)
-    if not (run_dir / "checkpoint_last.pt").is_file():
-        return []
-    loop = load_checkpoint(run_dir / "checkpoint_last.pt").get("loop") or {}
-    if loop.get("finished") and loop.get("stopped") in ENDED:
-        return []
-    best = [] if last_is_best(valid_records(run_dir), int(loop.get("global_step", -1))) else ["checkpoint_best.pt"]
-    names = ("checkpoint_last.pt", *best, "config.json", "metrics.jsonl", "vocab.json")
-    return [run_dir / n for n in names if (run_dir / n).is_file()]
-
-
-def record_files(run_dir: Path) -> list[Path]:
-    """What an ended run leaves for its comparisons once its checkpoints are gone (another machine, a new checkout:
-    ``claims.py keep``): its config, metrics, vocabulary, ``final.json`` and unit records (``units-*.npz``), from
-    which ``memread compare`` judges it. None for a run without a final evaluation and unit records, or whose
-    checkpoint says its training has not ended (a time limit's stop goes on)."""
-    run_dir = Path(run_dir)
-    units = sorted(run_dir.glob("units-*.npz"))
-    if not (run_dir / "final.json").is_file() or not units:
-        return []
-    loop = run_loop(run_dir) or {}  # the checkpoint's, or its unit record's (checkpoints stayed elsewhere)
-    if not (loop.get("finished") and loop.get("stopped") in ENDED):
-        return []
-    names = ("config.json", "metrics.jsonl", "vocab.json", "final.json")
-    return [run_dir / n for n in names if (run_dir / n).is_file()] + units
 
 
 class Diverged(MemreadError):
@@ -369,27 +336,7 @@ class Trainer:
         if self.scaler is not None and "scaler" in payload:
             self.scaler.load_state_dict(payload["scaler"])
         self.log.truncate_after(self.global_step)
-        self._mend_best(payload)
-
-    def _mend_best(self, payload: dict) -> None:
-        """A folder that came back from another machine with its last checkpoint alone (``gpu_checks.sh`` brings
-        the best only where it is not the last): where the last validation was the best and the last checkpoint
-        was written at it, that checkpoint is the best, written again under its name. Where the best weights are
-        gone, say so now, not at the first worse validation (``restore_best``) or the final evaluation."""
-        best = self.run_dir / "checkpoint_best.pt"
-        if best.exists():
-            return
-        valid = valid_records(self.run_dir)
-        if not valid:
-            return  # no validation yet, so no best
-        if last_is_best(valid, self.global_step):
-            on_main(lambda: save_checkpoint(payload, best), self.where)
-            return
-        best_step = next((r.get("step") for r in reversed(valid) if r.get("best")), None)
-        raise MemreadError(f"{best}: not found, and checkpoint_last.pt (step {self.global_step}) is not the best "
-                           f"(the best validation was at step {best_step}): the final evaluation and restore_best "
-                           f"need its weights. Bring checkpoint_best.pt back into {self.run_dir}, or train the run "
-                           f"again; nothing was changed")
+        mend_best(self.run_dir, payload, self.global_step, self.where)
 
     @staticmethod
     def budget_raised(T: Any, stopped: str | None, epoch: int, step: int) -> bool:
