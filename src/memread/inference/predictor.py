@@ -174,9 +174,23 @@ class Predictor:
         self._labels = [str(x) for x in record_options(self.task.data).get("labels") or ()]
 
     def _forward(self, batch: dict, state: Any, attention: bool):
+        if attention and self.kind == "cloze" and hasattr(self.model, "read"):
+            return self._cloze_steps(batch)
         if attention and self._traces:
             return self.model(batch, state, return_attention=True)
         return self.model(batch, state)
+
+    def _cloze_steps(self, batch: dict):
+        """A cloze model's reading with its trace: the document attention, and for IAA the attention of every
+        inference step, ``{"document": (B, Td), "query_steps": (B, T, Tq), "document_steps": (B, T, Td)}``."""
+        from memread.heads.base import ModelOutput
+
+        reading = self.model.read(batch, trace=True)
+        iaa = reading.iaa
+        if iaa is None or iaa.doc_trace is None:
+            return ModelOutput(logits=reading.log_p, attention=reading.attention)
+        return ModelOutput(logits=reading.log_p, attention={"document": reading.attention,
+                                                            "query_steps": iaa.query_trace, "document_steps": iaa.doc_trace})
 
     # ------------------------------------------------------------------ predict
     @torch.no_grad()
