@@ -141,6 +141,43 @@ def test_a_bad_value_writes_nothing(config, tmp_path, capsys):
         assert not run.exists()
 
 
+@pytest.mark.slow
+def test_an_output_path_never_replaces_a_runs_own_files(config, tmp_path, capsys):
+    """``memread export RUN RUN/checkpoint_best.pt`` exited 0 having replaced the best weights with an archive (eval
+    then failed). Every verb's output path (export's OUT, --out of curves and attend: every PNG) is refused in one
+    line when it is a run's own file, or a link to one, and nothing is written; any other name goes."""
+    run = tmp_path / "run"
+    code, err = run_cli(capsys, "train", str(config), "--run-dir", str(run), "--set", "train.max_steps=2",
+                        "--set", 'reader.name="lstmn"', "--set", "train.eval_batch_size=16")  # attend: an lstmn
+    assert code == 0, err
+    (run / ".lock.json").write_text("{}")  # as while a writer holds the run
+    before = {p.name: p.read_bytes() for p in run.iterdir() if p.is_file()}
+    own = ["checkpoint_best.pt", "checkpoint_last.pt", "config.json", "vocab.json", "metrics.jsonl", "final.json",
+           "units-test.npz", ".lock", ".lock.json"]
+    assert set(own) <= before.keys()
+    (tmp_path / "link.safetensors").symlink_to(run / "checkpoint_last.pt")
+    attempts = [["export", str(run), str(run / name)] for name in own]
+    attempts += [["export", str(run), str(tmp_path / "link.safetensors")],
+                 ["curves", str(run), "--out", str(run / "final.json")],
+                 ["curves", str(run), "--out", str(run / "checkpoint_new.pt")],  # a name only the run's files have
+                 ["attend", str(run), "the cat sat", "--out", str(run / "metrics.jsonl")]]
+    for argv in attempts:
+        code, err = run_cli(capsys, *argv)
+        line = one_error_line(err)
+        assert code == 2 and "that is a run's own file" in line and "Nothing was written" in line, (argv, line)
+        assert {p.name: p.read_bytes() for p in run.iterdir() if p.is_file()} == before, argv
+    code, err = run_cli(capsys, "eval", str(run), "--split", "valid", "--batch-size", "16")
+    assert code == 0, err
+    for argv in (["export", str(run), str(run / "model.safetensors")],  # beside the run's files: fine
+                 ["curves", str(run), "--out", str(run / "curves.png")],
+                 ["attend", str(run), "the cat sat", "--out", str(run / "attention.png")],
+                 ["export", str(run), str(tmp_path / "elsewhere" / "config.json")]):  # a name alone is no run
+        code, err = run_cli(capsys, *argv)
+        assert code == 0, (argv, err)
+        assert Path(argv[-1]).stat().st_size > 0
+    assert {p.name: p.read_bytes() for p in run.iterdir() if p.name in before} == before
+
+
 # --------------------------------------------------------------------------- two writers
 
 

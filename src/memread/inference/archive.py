@@ -20,7 +20,7 @@ import torch
 from memread.config import ExperimentConfig, experiment_from_dict, upgrade_stored
 from memread.data.vocab import Vocab
 from memread.errors import MemreadError, os_error_line
-from memread.training.checkpoint import mode_for, temp_beside
+from memread.training.checkpoint import mode_for, refuse_run_file, temp_beside
 
 FORMAT = "memread-archive-v1"
 
@@ -41,6 +41,7 @@ def export_archive(cfg: ExperimentConfig, vocab: Vocab, model: torch.nn.Module, 
     from safetensors.torch import save_model
 
     out = Path(out)
+    refuse_run_file(out, "a model archive", "model.safetensors")
     metadata = {"format": FORMAT, "memread_version": version, "config": cfg.to_json(),
                 "vocab": json.dumps(vocab.to_dict()), "vocab_fingerprint": vocab.fingerprint(), "source": source}
     tmp = None

@@ -13,9 +13,17 @@ import numpy as np  # noqa: E402
 
 
 def save(fig, path: Path, dpi: int = 120) -> Path:
-    """Lay out ``fig``, write it to ``path`` as PNG (folders made as needed), close it."""
-    fig.tight_layout()
+    """Lay out ``fig``, write it to ``path`` as PNG (folders made as needed), close it; a run's own file
+    (``RUN/checkpoint_best.pt``, ...) is refused, not replaced."""
+    from memread.training.checkpoint import refuse_run_file
+
     path = Path(path)
+    try:
+        refuse_run_file(path, "a PNG", "picture.png")
+    except BaseException:
+        plt.close(fig)
+        raise
+    fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=dpi)
     plt.close(fig)

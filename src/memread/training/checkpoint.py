@@ -111,6 +111,27 @@ def clear_leftover_temps(run_dir: Path) -> list[str]:
     return removed
 
 
+# a run directory's own files: what training, the final evaluation and `memread compare` keep there, and the lock's
+RUN_FILES = re.compile(r"^(config\.json|vocab\.json|metrics\.jsonl|final\.json|checkpoint_[^/]*\.pt|units-[^/]*\.npz"
+                       r"|\.lock.*)$")
+
+
+def _holds_a_run(folder: Path) -> bool:
+    return any((folder / name).is_file() for name in ("config.json", "metrics.jsonl", "checkpoint_last.pt",
+                                                       "checkpoint_best.pt"))
+
+
+def refuse_run_file(path: Path, what: str, instead: str) -> None:
+    """Refuse ``path`` as where a verb writes ``what`` (an archive, a PNG) when it is one of a run's own files
+    (:data:`RUN_FILES`, in a run folder or already there: ``memread export RUN RUN/checkpoint_best.pt`` replaced the
+    best weights with an archive); a link is judged by what it points to. ``instead``: a name to suggest."""
+    path = Path(path)
+    for p in dict.fromkeys((path, path.resolve())):
+        if RUN_FILES.match(p.name) and (p.exists() or _holds_a_run(p.parent)):
+            raise MemreadError(f"{path}: that is a run's own file ({p.name} in {p.parent}); writing {what} there "
+                               f"would replace it. Nothing was written: give another path, e.g. {p.parent / instead}")
+
+
 def _free_space(folder: Path) -> str:
     try:
         st = os.statvfs(folder)
