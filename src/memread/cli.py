@@ -210,6 +210,67 @@ def cmd_predict(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_explore(args: argparse.Namespace) -> int:
+    """The explorer page (memread.explore) on 127.0.0.1, its address printed; or, with --html, the same view of
+    given inputs as one self-contained HTML file."""
+    from memread.data.root import data_root
+    from memread.data.text import json_line
+    from memread.inference.predictor import load
+
+    predictor = load(args.run_dir, data_root(args.data_root, run=args.run_dir), _device(args), args.checkpoint)
+    if args.html:
+        from memread.explore.export import write_html
+
+        items = [json_line(t, f"--text {i}", objects=False) if t.lstrip().startswith("{") else t
+                 for i, t in enumerate(args.text, 1)]
+        if args.inputs:
+            try:
+                lines = Path(args.inputs).read_text(encoding="utf-8").splitlines()
+            except OSError as e:
+                from memread.errors import os_error_line
+
+                raise MemreadError(os_error_line(e, args.inputs)) from None
+            items += [json_line(line, f"{args.inputs}:{n}", objects=False)
+                      for n, line in enumerate(lines, 1) if line.strip()]
+        if not items:
+            raise MemreadError("--html needs inputs: --text TEXT (repeatable) or --inputs FILE (JSON lines, as "
+                               "memread predict reads them)")
+        out = write_html(predictor, items, Path(args.html), args.max_tokens)
+        print(json.dumps({"html": str(out), "inputs": len(items)}))
+        return 0
+    from memread.explore.server import serve
+
+    server = serve(predictor, args.port, args.split, args.max_tokens)
+    print(f"memread explore: {server.url}  ({predictor.kind} model {args.run_dir}; Ctrl-C stops)", flush=True)
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.server_close()
+    return 0
+
+
+def _add_explore(sub) -> None:
+    from memread.explore.view import MAX_TOKENS
+
+    p = sub.add_parser("explore", help="a local page (127.0.0.1) showing what a trained reader attends to in typed "
+                       "text; --html: one self-contained file")
+    p.add_argument("run_dir", help="a run directory or a model archive (memread export)")
+    p.add_argument("--port", type=int, default=0, help="port on 127.0.0.1 (default: a free one)")
+    p.add_argument("--split", default="test", help="the split whose examples the page offers (default test)")
+    p.add_argument("--max-tokens", type=int, default=MAX_TOKENS,
+                   help=f"the longest input the page reads, in tokens (default {MAX_TOKENS}); longer ones are refused")
+    p.add_argument("--html", metavar="OUT.html", help="write the view of the inputs to one HTML file and exit")
+    p.add_argument("--text", action="append", default=[], metavar="TEXT",
+                   help="with --html: an input, a text or a JSON record (repeatable)")
+    p.add_argument("--inputs", metavar="FILE", help="with --html: a JSON-lines file of inputs, as memread predict reads")
+    p.add_argument("--checkpoint", default="best", choices=["best", "last"])
+    _add_device(p)
+    _add_data_root(p)
+    p.set_defaults(func=cmd_explore)
+
+
 def _launch_torchrun(args: argparse.Namespace) -> int:
     """``memread train --nproc N ...``: the same command under PyTorch's own launcher (torchrun, one machine)."""
     from torch.distributed.run import main as torchrun
@@ -618,6 +679,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add_device(p)
     _add_data_root(p)
     p.set_defaults(func=cmd_predict)
+
+    _add_explore(sub)
 
     p = sub.add_parser("eval", help="evaluate a trained run")
     p.add_argument("run_dir")
