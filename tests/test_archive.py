@@ -83,9 +83,10 @@ def _one_row_more(tensors: dict) -> dict:
     (lambda p: _rewrite(p, tensors=lambda t: {k: v for i, (k, v) in enumerate(t.items()) if i}), "do not fit the model"),
     (lambda p: _rewrite(p, tensors=lambda t: {**t, "extra.weight": torch.zeros(2)}), "do not fit the model"),
     (lambda p: _rewrite(p, tensors=_one_row_more), "do not fit the model its config builds .*size mismatch for "),
+    (lambda p: _rewrite(p, tensors=lambda t: {**t, min(t): t[min(t)] * float("nan")}), "its weights are not finite"),
     (lambda p: p.write_bytes(p.read_bytes()[: len(p.read_bytes()) // 2]), "not a memread model archive"),
 ], ids=["old-format", "no-vocab", "not-memread", "config-key", "missing-tensor", "extra-tensor", "wrong-shape",
-        "truncated"])
+        "nan-weights", "truncated"])
 def test_a_damaged_archive_is_one_line(run, tmp_path, capsys, damage, message):
     out = tmp_path / "model.safetensors"
     export(run, out, capsys)

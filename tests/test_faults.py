@@ -504,8 +504,9 @@ def _craft(run: Path, edit) -> None:
     (lambda p: p["loop"].pop("global_step"), "not a resumable checkpoint"),
     (lambda p: p.pop("rng"), "not a resumable checkpoint"),
     (lambda p: p["model"].pop(next(iter(p["model"]))), "weights do not fit the model"),
+    (lambda p: p["model"][next(iter(p["model"]))].view(-1)[3:5].fill_(float("nan")), "its weights are not finite"),
 ], ids=["no-config", "config-not-json", "config-not-object", "no-model", "no-loop", "loop-incomplete", "no-rng",
-        "missing-tensor"])
+        "missing-tensor", "nan-weights"])
 def test_a_crafted_checkpoint_is_one_line(config, tmp_path, capsys, edit, message):
     run = tmp_path / "run"
     assert run_cli(capsys, "train", str(config), "--run-dir", str(run), "--set", "train.max_steps=2")[0] == 0
@@ -518,6 +519,26 @@ def test_a_crafted_checkpoint_is_one_line(config, tmp_path, capsys, edit, messag
         code, err = run_cli(capsys, "eval", str(run))
         assert code == 2 and message in one_error_line(err)
     assert saved(run) == before
+
+
+def test_eval_of_nan_weights_is_refused_naming_the_checkpoint_and_the_tensor(config, tmp_path, capsys):
+    """``memread eval`` of a checkpoint whose weights are nan exited 0 printing ``ppl: NaN``: now one line naming
+    the checkpoint, the tensor and how many of its values, exit 2; the run's other checkpoint still evaluates."""
+    run = tmp_path / "run"
+    assert run_cli(capsys, "train", str(config), "--run-dir", str(run), "--set", "train.max_steps=2")[0] == 0
+    payload = torch.load(run / "checkpoint_best.pt", weights_only=True)
+    name = sorted(k for k, v in payload["model"].items() if v.is_floating_point())[-1]
+    payload["model"][name].view(-1)[:2] = torch.tensor([float("nan"), float("inf")])
+    torch.save(payload, run / "checkpoint_best.pt")
+    capsys.readouterr()
+    code = cli.main(["eval", str(run), "--split", "valid"])
+    out, err = capsys.readouterr()
+    line = one_error_line(err)
+    assert code == 2 and out == "" and "NaN" not in out, (out, line)
+    total = payload["model"][name].numel()
+    assert f"checkpoint_best.pt: its weights are not finite (2 of the {total} values of '{name}' are nan or inf" in line
+    code, err = run_cli(capsys, "eval", str(run), "--split", "valid", "--checkpoint", "last")
+    assert code == 0, err
 
 
 def test_an_edited_train_config_is_named_and_the_way_out_works(config, tmp_path, capsys):

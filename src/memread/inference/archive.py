@@ -20,7 +20,7 @@ import torch
 from memread.config import ExperimentConfig, experiment_from_dict, upgrade_stored
 from memread.data.vocab import Vocab
 from memread.errors import MemreadError, os_error_line
-from memread.training.checkpoint import mode_for, refuse_run_file, temp_beside
+from memread.training.checkpoint import check_finite, mode_for, refuse_run_file, temp_beside
 
 FORMAT = "memread-archive-v1"
 
@@ -109,5 +109,6 @@ def load_archive(path: Path, data_root: Path, device: str = "cpu") -> tuple[Expe
     except RuntimeError as e:
         lines = [line.strip() for line in str(e).strip().splitlines() if line.strip()]
         raise MemreadError(f"{path}: its tensors do not fit the model its config builds ({' '.join(lines[:3])[:300]})") from None
+    check_finite(model.state_dict(), path)
     model.to(resolve_device(device)).eval()
     return cfg, task, model

@@ -228,7 +228,20 @@ def check_compatible(payload: dict, config: dict, vocab_fingerprint: str, path: 
         raise MemreadError(f"{path}: checkpoint was trained with a different vocabulary (fingerprints differ)")
 
 
+def check_finite(state: dict[str, Any], path: Path) -> None:
+    """Refuse weights that are not finite (``memread eval`` of such a checkpoint printed ``ppl: NaN`` and exited 0),
+    naming the file and the first tensor that holds nan or inf."""
+    for name, t in state.items():
+        if isinstance(t, torch.Tensor) and t.is_floating_point() and not bool(torch.isfinite(t).all()):
+            bad = int((~torch.isfinite(t)).sum())
+            raise MemreadError(f"{path}: its weights are not finite ({bad} of the {t.numel()} values of '{name}' are "
+                               f"nan or inf: the run diverged before they were saved); use the run's other checkpoint "
+                               f"(--checkpoint best or last), or train again with a lower train.lr")
+
+
 def load_model_state(model: torch.nn.Module, payload: dict, path: Path) -> None:
+    if isinstance(payload.get("model"), dict):
+        check_finite(payload["model"], path)
     try:
         model.load_state_dict(payload["model"])
     except (RuntimeError, TypeError, AttributeError) as e:
