@@ -75,6 +75,13 @@ class TrainConfig:
     checkpoint_every: NonNegInt = 0  # also write checkpoint_last every N steps (0 = at evaluations only)
     progress: bool = True  # progress bar on stderr
     tensorboard: bool = False  # also log to TensorBoard (needs the `tensorboard` extra)
+    # also send the run to these trackers: "mlflow" (the `mlflow` extra) and/or "wandb" (the `wandb` extra): the
+    # records of metrics.jsonl as they are written, the config as parameters (memread.training.loggers)
+    loggers: tuple[Literal["mlflow", "wandb"], ...] = ()
+    # MLflow's tracking URI (a server's URL, "sqlite:///PATH", ...); "" = a store in the run folder, RUN/mlflow.db
+    mlflow_uri: str = ""
+    # when training ends, write the best checkpoint's model archive (RUN/model.safetensors) and log it to the loggers
+    log_artifact: bool = False
     # where to train: "auto" (the first GPU if there is one, else Apple's mps, else the CPU), "cpu", "cuda",
     # "cuda:N" or "mps"; under torchrun each process takes the GPU of its LOCAL_RANK
     device: DeviceName = "auto"

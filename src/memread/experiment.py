@@ -72,7 +72,8 @@ def read_run_config(run_dir: Path, overrides: list[str] = ()) -> ExperimentConfi
 # [train] keys a resumed run cannot take a new value of: they fix the data order or live in the optimizer state
 FIXED_ON_RESUME = ("optimizer", "batch_size", "seed", "betas", "momentum", "weight_decay")
 # [train] keys that do not shape the checkpoint: a resume may differ from config.json in them without --set
-ANY_ON_RESUME = ("train.device", "train.progress", "train.tensorboard")
+ANY_ON_RESUME = ("train.device", "train.progress", "train.tensorboard", "train.loggers", "train.mlflow_uri",
+                 "train.log_artifact")
 
 
 def _locked(run_dir: Path, work: Callable[[], None], where: Placement) -> RunLock | None:

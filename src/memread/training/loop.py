@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import math
 import sys
-from collections import defaultdict
+from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any
 
@@ -103,12 +103,15 @@ def eval_points(n_batches: int, evals_per_epoch: int) -> set[int]:
 
 
 class MetricsLog:
-    """``metrics.jsonl``: one JSON object per line; TensorBoard alongside if asked for."""
+    """``metrics.jsonl``: one JSON object per line; TensorBoard alongside if asked for, and every record sent on to the
+    run loggers (MLflow, W&B: :mod:`memread.training.loggers`) once :meth:`open_loggers` has started them."""
 
     def __init__(self, path: Path, tensorboard: bool = False, enabled: bool = True):
         self.path = path
         self.writer = None
         self.enabled = enabled  # under torchrun only process 0 writes
+        self.loggers: list = []  # memread.training.loggers.Attached, while a fit runs
+        self.replayed: Counter = Counter()  # (event, step) of the records truncate_after dropped
         if tensorboard and enabled:
             try:
                 from torch.utils.tensorboard import SummaryWriter
@@ -138,11 +141,31 @@ class MetricsLog:
         kept = []
         for line in self.path.read_text(encoding="utf-8").splitlines():
             try:
-                if json.loads(line).get("step", 0) <= step:
+                record = json.loads(line)
+                if record.get("step", 0) <= step:
                     kept.append(line)
+                else:  # the resume writes it again; the run loggers have it already
+                    self.replayed[(record.get("event"), record.get("step"))] += 1
             except json.JSONDecodeError:
                 continue  # a line cut short by the kill
         write_text_atomically(self.path, "".join(k + "\n" for k in kept))
+
+    def open_loggers(self, cfg: ExperimentConfig, run_dir: Path) -> None:
+        """Start (or go on with) the run loggers of ``train.loggers``, on the process that writes."""
+        if self.enabled and cfg.train.loggers:
+            from memread.training.loggers import open_loggers
+
+            self.loggers = open_loggers(cfg.train.loggers, cfg, run_dir, self.events(), self.replayed)
+
+    def log_artifact(self, path: Path) -> None:
+        for attached in self.loggers:
+            attached.logger.log_artifact(path)
+
+    def close_loggers(self, status: str) -> None:
+        """End the loggers' runs: "finished", "failed" or "killed"."""
+        loggers, self.loggers = self.loggers, []
+        for attached in loggers:
+            attached.logger.close(status)
 
     def write(self, record: dict) -> None:
         if not self.enabled:
@@ -154,6 +177,8 @@ class MetricsLog:
                 if isinstance(v, (int, float)) and k not in ("step", "epoch", "epochs_done"):
                     self.writer.add_scalar(f"{record.get('event', 'train')}/{k}", v, record.get("step", 0))
             self.writer.flush()
+        for attached in self.loggers:
+            attached.write(record)
 
 
 def valid_records(run_dir: Path) -> list[dict]:
@@ -216,6 +241,13 @@ class Trainer:
         self.seconds_by_device: dict[str, float] | None = {}
         self.running = self._fresh_running()  # sums since the last train record (saved: a resume logs the same)
         self.clock = PausableClock()  # wall seconds less SIGTSTP pauses: what the run's seconds count
+        if self.where.main and (T.loggers or T.log_artifact):  # a missing library: one line, before any training
+            from memread.training.loggers import check_available
+
+            if T.log_artifact and not T.loggers:
+                raise MemreadError("train.log_artifact = true logs the archive to train.loggers, which is empty: "
+                                   "name them (train.loggers = [\"mlflow\"]), or export it with memread export")
+            check_available(T.loggers)
         self.log = MetricsLog(self.run_dir / "metrics.jsonl", T.tensorboard, enabled=self.where.main)
         self._config_pending = payload is not None and payload["config"] != cfg.to_json()
         if payload is not None:
@@ -520,8 +552,34 @@ class Trainer:
     def fit(self) -> None:
         """Train until the run is finished: its epochs, ``max_steps`` or ``max_minutes`` are spent, or it stopped
         early. A pause given with ``kill -TSTP`` (not ``-STOP``) is not counted in its seconds (:mod:`.clock`)."""
-        with self.clock.counting_pauses():
-            self._fit()
+        self.log.open_loggers(self.cfg, self.run_dir)
+        status = "failed"
+        try:
+            with self.clock.counting_pauses():
+                self._fit()
+            if self.cfg.train.log_artifact and self.log.loggers:
+                self.log.log_artifact(self._best_archive())
+            status = "finished"
+        except KeyboardInterrupt:
+            status = "killed"
+            raise
+        finally:
+            self.log.close_loggers(status)
+
+    def _best_archive(self) -> Path:
+        """The best checkpoint as a model archive (``memread export``'s), ``RUN/model.safetensors``."""
+        import copy
+
+        from memread import __version__
+        from memread.inference.archive import export_archive
+        from memread.training.checkpoint import load_model_state
+        from memread.training.loggers import ARCHIVE_NAME
+
+        ckpt = self.run_dir / "checkpoint_best.pt"
+        model = copy.deepcopy(self.model)  # export moves it to the CPU
+        load_model_state(model, load_checkpoint(ckpt), ckpt)
+        return export_archive(self.cfg, self.task.vocab, model, self.run_dir / ARCHIVE_NAME, __version__,
+                              source=f"{self.run_dir.resolve()} checkpoint_best.pt")
 
     def _fit(self) -> None:
         T = self.cfg.train
