@@ -52,6 +52,10 @@ def verdict_text(row: Row, best: Recorded | None) -> str:
     v = verdict(row, best)
     if v == "data not available" and row.data_missing:
         return row.data_missing
+    if v == "recipe differs":
+        at = (f"claim `{row.recipe_claim}` compares it with its baseline at that recipe" if row.recipe_claim else
+              "no claim compares it at that recipe")
+        return f"recipe differs ({row.recipe}; {at})"
     if best is not None and best.as_configured is not None and verdict(row, best.as_configured) != v:
         v += f" (the config as it is: {verdict(row, best.as_configured)})"
     return v
@@ -74,9 +78,12 @@ def summary(table: Sequence[Row], results: Sequence[dict]) -> list[dict]:
 
 
 VERDICT_RULE = (
-    "**Verdict rule** (`memread.tools.reproduce.verdict`). *margin* = ours - paper for accuracy, MAP, MRR and BLEU, "
+    "**Verdict rule** (`reproduction.verdicts.verdict`). *margin* = ours - paper for accuracy, MAP, MRR and BLEU, "
     "paper - ours for perplexity and MSE; *std* = the standard deviation of our number over seeds (0 for one seed). "
     "**holds**: margin >= 0. **within noise**: -std <= margin < 0. **does not hold**: margin < -std. "
+    "**recipe differs**: our number's runs trained with a recipe other than the paper's (memread's dropout where "
+    "the paper has none), so it is not judged against the paper's; the claim named beside it compares the model "
+    "with its baseline at that recipe. "
     "**not tested**: nothing recorded. **data not available**: the benchmark data lacks the row's data; numbers "
     "recorded on a stand-in are shown, named, and not judged. *Ours* is the best recorded test (or the row's split) "
     "value among the row's experiments in `results/results.jsonl` (the mean, where several seeds were run), with its "
@@ -93,7 +100,7 @@ def render_markdown(table: Sequence[Row], results: Sequence[dict]) -> str:
         "# Reproduction status: every table row of the four papers",
         "",
         "Generated from `results/results.jsonl` by `memread reproduce list --markdown > results/REPRODUCTION.md`; "
-        "`tests/test_reproduce.py` fails when this file is stale. Do not edit by hand. Rerun a row with "
+        "`reproduction/tests/test_reproduce.py` fails when this file is stale. Do not edit by hand. Rerun a row with "
         "`memread reproduce ROW_ID --seeds N` (it appends its numbers to `results/results.jsonl`).",
         "",
         VERDICT_RULE,
@@ -128,8 +135,59 @@ def render_markdown(table: Sequence[Row], results: Sequence[dict]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def summary_lines(table: Sequence[Row], results: Sequence[dict]) -> list[str]:
+    """Per paper, one line: its rows, configs, recorded numbers, and the count of each verdict."""
+    return [f"{s['paper']}: {s['rows']} rows, {s['configs']} configs, {s['recorded']} recorded; "
+            + ", ".join(f"{v} {s[v]}" for v in VERDICTS if s[v]) for s in summary(table, results)]
+
+
+def _verdict_short(row: Row, best: Recorded | None) -> str:
+    v = verdict(row, best)
+    if v == "recipe differs" and row.recipe_claim:
+        return f"recipe differs (see claim {row.recipe_claim})"
+    return v
+
+
 def format_listing(table: Sequence[Row], results: Sequence[dict]) -> str:
-    """The plain-text table of ``memread reproduce list``: one line per row."""
+    """``memread reproduce list``, for a terminal: the summary per paper, then one short line per row (id, ours,
+    paper, verdict), then the claims one line each; ``--details ROW`` (:func:`row_details`) and ``--long``
+    (:func:`format_listing_long`) give the rest."""
+    results = list(results)
+    width = max(len(r.id) for r in table)
+    lines = [*summary_lines(table, results), "", f"{'row id':{width}} {'ours':>8} {'paper':>7}  verdict"]
+    for r in table:
+        best = best_recorded(r, results, table)
+        ours = "-" if best is None else _fmt(best.value, r.metric)
+        lines.append(f"{r.id:{width}} {ours:>8} {_paper(r.paper_value, r.metric):>7}  {_verdict_short(r, best)}")
+    claims = claim_records(results)
+    if claims:
+        name = max(len(rec["experiment"]) - len(CLAIM_PREFIX) for rec in claims)
+        lines += ["", f"claims (A - B, ours and the paper's; p: the paired test): {len(claims)}",
+                  f"{'claim':{name}}  {'metric':6}  {'ours':>8}  {'paper':>7}  {'p':>7}  verdict"]
+        for rec in claims:
+            p, paper = _p(rec), rec.get("paper_value")
+            lines.append(f"{rec['experiment'][len(CLAIM_PREFIX):]:{name}}  "
+                         f"{str(rec['metric']).removesuffix('_difference'):6}  {_signed(float(rec['value'])):>8}  "
+                         f"{_signed(paper) if is_number(paper) else '-':>7}  {f'{p:.3g}' if p is not None else '-':>7}"
+                         f"  {claim_verdict(rec)}")
+    lines += ["", "a row in full: memread reproduce list --details ROW_ID", "every row in full: memread reproduce list "
+                  "--long (the tables: results/REPRODUCTION.md)"]
+    return "\n".join(lines)
+
+
+def row_details(row: Row, results: Sequence[dict], table: Sequence[Row]) -> str:
+    """Everything about one row (``memread reproduce list --details ROW_ID``), a field a line."""
+    best = best_recorded(row, results, table)
+    fields = [("row", row.id), ("paper", f"{row.paper}, {row.table}: {row.name}"), ("dataset", row.dataset),
+              ("metric", f"{row.metric} ({row.split})"), ("paper's value", _paper(row.paper_value, row.metric)),
+              ("config", row.config or "-"), ("note", row.note), ("experiments", ", ".join(row.experiments)),
+              ("recipe", f"{row.recipe} ({', '.join(row.recipe_differs)})" if row.recipe_differs else ""),
+              ("ours", ours_text(row, best)), ("verdict", verdict_text(row, best))]
+    return "\n".join(f"{k + ':':15}{v}" for k, v in fields if v)
+
+
+def format_listing_long(table: Sequence[Row], results: Sequence[dict]) -> str:
+    """``memread reproduce list --long``: the whole of every row, one (long) line each, then the summary."""
     results = list(results)
     head = ("row id", "paper", "table", "row", "dataset", "metric", "paper value", "config", "ours", "verdict")
     body = []
@@ -195,8 +253,8 @@ def claims_markdown(results: Iterable[dict]) -> list[str]:
         "## Claims: two models compared at equal recipe",
         "",
         "Generated from the `claim-*` comparisons in `results/results.jsonl` (`memread compare --record`, run by "
-        "`scripts/claims.py`); notes in `results/notes/claims.md`. **Verdict rule** "
-        "(`memread.tools.claims.claim_verdict`): *p* is the paired test on the test units (pooled over seeds where "
+        "`python -m reproduction.claims`); notes in `results/notes/claims.md`. **Verdict rule** "
+        "(`reproduction.verdicts.claim_verdict`): *p* is the paired test on the test units (pooled over seeds where "
         "several were run). **holds**: p < 0.05 with the paper's sign; **does not hold**: p < 0.05 with the opposite "
         "sign, or any p < 0.05 where the paper has the models level; **within noise**: p >= 0.05 (level claims: "
         "holds); **not converged**: a model stopped far from its best, no verdict, unless only the model already ahead "

@@ -32,7 +32,7 @@ PAPERS_DIR = Path(__file__).resolve().parent / "papers"
 PAPER_ORDER = ("lstmn", "nse", "daniluk", "sordoni")
 LOWER_IS_BETTER = frozenset({"ppl", "mse"})
 FIELDS = ("id", "table", "name", "dataset", "metric", "split", "paper_value", "config", "experiments",
-          "data_missing", "stand_in", "dataset_match", "note", "scale")
+          "data_missing", "stand_in", "dataset_match", "note", "scale", "recipe_differs", "recipe", "recipe_claim")
 
 
 @dataclass(frozen=True)
@@ -54,6 +54,11 @@ class Row:
     dataset_match: str | None = None  # only results lines whose dataset contains this (an experiment with several)
     note: str = ""
     scale: float = 1.0  # final.json's value x scale = the paper's unit (100: accuracy in percent)
+    # experiments (of ``experiments``) trained with a recipe other than the paper's (memread's dropout where the paper
+    # has none): a number of theirs is not judged against the paper's, its verdict is "recipe differs"
+    recipe_differs: tuple[str, ...] = ()
+    recipe: str = ""  # how their recipe differs from the paper's, in a few words
+    recipe_claim: str = ""  # the claim (claims.toml) that compares the model with its baseline at that recipe
 
     @property
     def higher_is_better(self) -> bool:
@@ -77,6 +82,7 @@ def load_paper(path: Path) -> tuple[str, str, list[Row]]:
                 raise MemreadError(f"{where}: data_missing = {kw['data_missing']!r} is not in its [missing] table")
             kw["data_missing"] = missing[kw["data_missing"]]
         kw["experiments"] = tuple(kw.get("experiments", ()))
+        kw["recipe_differs"] = tuple(kw.get("recipe_differs", ()))
         kw["paper_value"] = float(kw["paper_value"])
         kw["scale"] = float(kw.get("scale", 1.0))
         try:

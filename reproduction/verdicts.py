@@ -47,7 +47,7 @@ from typing import Iterable, Sequence
 from reproduction.ledger import BUDGETS, CHANGED, is_number
 from reproduction.rows import Row, siblings
 
-VERDICTS = ("holds", "within noise", "does not hold", "not tested", "data not available")
+VERDICTS = ("holds", "within noise", "does not hold", "recipe differs", "not tested", "data not available")
 
 
 def short(text: str, n: int) -> str:
@@ -179,6 +179,9 @@ def verdict(row: Row, best: Recorded | None) -> str:
 
     - "data not available": the benchmark data lacks the row's data (numbers on a stand-in are not judged);
     - "not tested": no recorded number for the row;
+    - "recipe differs": our number comes from a run whose recipe is not the paper's (the row's ``recipe_differs``:
+      memread's dropout where the paper has none), so it is not judged against the paper's; the claim the row names
+      (``recipe_claim``) compares the model with its baseline at that recipe;
     - otherwise, with ``margin`` = ours - paper for a higher-is-better metric (accuracy, MAP, MRR, BLEU) and
       paper - ours for perplexity and MSE, and ``std`` the standard deviation of our number over seeds (0 when
       one seed was run):
@@ -190,6 +193,8 @@ def verdict(row: Row, best: Recorded | None) -> str:
         return "data not available"
     if best is None:
         return "not tested"
+    if best.experiment in row.recipe_differs:
+        return "recipe differs"
     margin = best.value - row.paper_value if row.higher_is_better else row.paper_value - best.value
     if margin >= 0:
         return "holds"

@@ -265,7 +265,7 @@ def test_reproduce_two_seeds_appends_the_mean_and_each_seed(tiny, capsys):
     best = best_recorded(row, lines)
     assert (best.experiment, best.seeds) == (row.id, (1, 2)) and best.std is not None
     assert best_recorded(dev, lines).value == lines[0]["value"]
-    listing = run_cli(capsys, "reproduce", "list")[1]
+    listing = run_cli(capsys, "reproduce", "list", "--long")[1]
     line = next(x for x in listing.splitlines() if x.startswith(row.id + " "))
     assert f"{best.value:.2f} ± {best.std:.2f} (2 seeds" in line
 
@@ -284,7 +284,7 @@ def test_a_row_reproduced_with_another_model_says_so_in_every_budget(tiny, capsy
     assert [r["budget"] for r in lines[:3]] == ["seed 1's budget; seed 2's budget" + note, "seed 1's budget" + note,
                                                "seed 2's budget" + note]
     assert len(lines) == 6 and all(r["budget"].endswith(note) and r["budget"].count(note) == 1 for r in lines)
-    listing = run_cli(capsys, "reproduce", "list")[1]
+    listing = run_cli(capsys, "reproduce", "list", "--long")[1]
     assert "changed from the config: head.emb=12 (config: 24), reader.hidden=16" in next(
         x for x in listing.splitlines() if x.startswith(row.id + " "))
     code, _, err = run_cli(capsys, "reproduce", row.id, "--run-root", str(tmp / "other"), "--set", "train.max_steps=3")
@@ -382,7 +382,16 @@ def test_list_prints_every_row_and_the_markdown(capsys, monkeypatch):
     assert code == 0
     first = {x.split()[0] for x in out.splitlines() if x.strip()}
     assert {r.id for r in paper_rows.rows()} <= first
-    assert "holds" in out and "data not available here: the full CBT" in out
+    # for a terminal (issue 59): the summary first, a short line a row, then the claims, one line each
+    lines = out.splitlines()
+    assert lines[0].startswith("lstmn: 43 rows, ") and max(map(len, lines)) <= 120 and len(out) < 60_000
+    claims = lines[lines.index(next(x for x in lines if x.startswith("claims ("))):]
+    assert any(x.startswith("ptb-lstmn-1layer-dropout-long-lstmn-empty-vs-lstm ") and x.endswith("does not hold")
+               for x in claims)
+    code, out, _ = run_cli(capsys, "reproduce", "list", "--long")  # today's whole text
+    assert code == 0 and "data not available here: the full CBT" in out and "(1 seed; 14 of 40 epochs; d18fa2b" in out
+    code, out, _ = run_cli(capsys, "reproduce", "list", "--details", "lstmn-t1-lstmn")
+    assert code == 0 and "ptb-lstmn-1x300-span3" in out and "recipe differs" in out
     code, out, _ = run_cli(capsys, "reproduce", "list", "--markdown")
     assert code == 0 and out == render_markdown(paper_rows.rows(), recorded())
 
@@ -417,3 +426,46 @@ def test_the_recorded_commit_is_git_s_unless_memread_commit_names_it(monkeypatch
     assert own == (head or None)
     monkeypatch.setenv("MEMREAD_COMMIT", "abc1234")
     assert ledger.git_commit() == "abc1234"
+
+
+def test_a_number_at_another_recipe_than_the_papers_is_not_judged_against_it():
+    """Issue 59: LSTMN Table 1's 1-layer LSTMN at memread's dropout recipe (99.6 against the paper's 108, trained
+    without dropout) said "holds" while the claim at that recipe, LSTMN against LSTM, does not: a number at another
+    recipe says "recipe differs" and names the claim that compares it at its own recipe."""
+    results = recorded()
+    row = paper_rows.find_row("lstmn-t1-lstmn")
+    best = best_recorded(row, results)
+    assert best.experiment == "ptb-lstmn-1x300-span3" and best.value < row.paper_value  # better than the paper ...
+    assert verdict(row, best) == "recipe differs"  # ... but not at its recipe
+    assert "claim `ptb-lstmn-1layer-dropout-long`" in verdict_text(row, best)
+    # the same row's number at the paper's recipe would be judged
+    assert verdict(replace(row, recipe_differs=()), best) == "holds"
+    # a row whose best is a run at the paper's recipe keeps its verdict (the 3-layer gLSTM's claim run)
+    glstm = paper_rows.find_row("lstmn-t1-glstm-3layer")
+    assert verdict(glstm, best_recorded(glstm, results)) == "does not hold"
+
+
+def test_reproduce_outside_a_checkout_says_it_needs_one_in_one_line(tmp_path):
+    """memread reproduce (and compare --record, for the ledger) from outside a clone, as from an installed wheel:
+    one line, exit 2, nothing run; --repo DIR names the clone. memread itself never imports reproduction."""
+    import os
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "MEMREAD_RESULTS")}
+
+    def memread(*argv):
+        return subprocess.run([sys.executable, "-m", "memread", *argv], cwd=tmp_path, env=env, capture_output=True,
+                              text=True, timeout=120)
+
+    done = memread("reproduce", "list")
+    assert done.returncode == 2 and done.stdout == "" and done.stderr == (
+        "memread: error: memread reproduce needs a memread checkout (its reproduction/ folder): run it from a clone, "
+        "or pass --repo DIR\n")
+    done = memread("compare", "a", "b", "--record", "x")
+    assert done.returncode == 2 and done.stderr.count("\n") == 1 and "needs a memread checkout" in done.stderr
+    done = memread("reproduce", "list", "--repo", str(REPO))
+    assert done.returncode == 0 and done.stdout.startswith("lstmn: 43 rows")
+    loaded = subprocess.run([sys.executable, "-c", "import memread, memread.cli, memread.tools.compare, sys; "
+                             "print(any(m.split('.')[0] == 'reproduction' for m in sys.modules))"],
+                            cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    assert loaded.stdout.strip() == "False"
