@@ -16,6 +16,13 @@ def readme_commands() -> list[str]:
     return re.findall(r"```\n(.+?)\n```", setup)
 
 
+def test_the_readme_is_short_and_no_diary():
+    """A newcomer reads it in two minutes: at most ~150 lines, no session numbers, issue numbers or commit hashes."""
+    text = README.read_text(encoding="utf-8")
+    assert len(text.splitlines()) <= 150
+    assert not re.search(r"\b(session|issue) \d+|`[0-9a-f]{7}`", text, flags=re.I)
+
+
 def test_readme_gives_exactly_two_setup_commands():
     install_run, install_test = readme_commands()
     assert "pip install torch==2.13.0" in install_run and install_run.endswith("memread quickstart")
@@ -48,13 +55,15 @@ def test_the_experiment_file_example_loads(tmp_path):
 
 
 def test_the_layout_names_every_part_file():
-    """The Layout section lists every module of the experiment parts (data pipelines, heads, criteria, tasks)."""
-    layout = README.read_text(encoding="utf-8").split("## Layout", 1)[1].split("## ", 1)[0]
+    """The docs' architecture page lists every module of the experiment parts (data pipelines, heads, criteria,
+    tasks) in its Layout section."""
+    page = REPO / "docs" / "architecture.md"
+    layout = page.read_text(encoding="utf-8").split("## Layout", 1)[1].split("\n## ", 1)[0]
     src = Path(__file__).parent.parent / "src" / "memread"
     for package in ("data/pipelines", "heads", "criteria", "tasks", "tools", "bench"):
         for path in (src / package).glob("*.py"):
             if path.name != "__init__.py":
-                assert path.name in layout, f"README Layout does not name {package}/{path.name}"
+                assert path.name in layout, f"docs/architecture.md's Layout does not name {package}/{path.name}"
 
 
 def quickstart_figure():
