@@ -944,6 +944,65 @@ def test_an_interrupt_after_the_fetch_keeps_the_archive_for_the_next_run(state, 
     assert (root / "ptb" / "ptb.valid.txt").read_bytes() == (fixtures / "ptb" / "ptb.valid.txt").read_bytes()
 
 
+KILLED_WHILE_EXTRACTING = """
+import os, signal, sys
+from memread.data import download as dl
+
+def killed(*args, **kw):
+    os.kill(os.getpid(), signal.SIGKILL)  # no finally runs: the temp folder stays
+
+dl._extract = killed
+dl.download("ptb", sys.argv[1], url=sys.argv[2])
+"""
+
+
+@pytest.mark.slow
+def test_the_temp_folders_of_killed_downloads_are_removed_by_the_next_one(server, archives, tmp_path, fixtures,
+                                                                          fixture_ptb, capsys):
+    """A download killed mid-way left ``ROOT/.ptb.download-XXXX`` that no later download removed. The next download
+    removes it and says so, as it does an unlocked one an earlier memread left (once a minute old); the folder of a
+    download running beside it (its lock held) and one made a moment ago stay."""
+    import os
+    import subprocess
+    import sys
+    import time
+
+    import filelock
+
+    from conftest import subprocess_env
+
+    root = tmp_path / "data"
+    url = server + "/simple-examples.tgz"
+    child = subprocess.run([sys.executable, "-c", KILLED_WHILE_EXTRACTING, str(root), url], env=subprocess_env(),
+                           capture_output=True, text=True, timeout=120)
+    assert child.returncode == -9, child.stderr
+    killed = [p for p in root.iterdir() if p.name.startswith(".ptb.download-")]
+    assert len(killed) == 1 and (killed[0] / dl.HELD).is_file()
+    old = root / ".glove.download-olderversion"  # an earlier memread's, no lock file: empty, 2 minutes old
+    old.mkdir()
+    os.utime(old, (time.time() - 120, time.time() - 120))
+    young = root / ".snli.download-justmade"  # made this moment, its lock not taken yet
+    young.mkdir()
+    running = root / ".wikiqa.download-running"  # another download at work
+    running.mkdir()
+    (running / "staged.txt").write_bytes(b"half")
+    held = filelock.FileLock(str(running / dl.HELD), blocking=False)
+    held.acquire()
+    try:
+        capsys.readouterr()
+        assert main(["data", "download", "ptb", "--data-root", str(root), "--url", url]) == 0
+        err = capsys.readouterr().err
+        assert f"{root}: removed {killed[0].name} (" in err and f"{root}: removed {old.name} (empty)" in err, err
+        assert err.count("the temporary folder of a download that was killed") == 2, err
+        left = sorted(p.name for p in root.iterdir())
+        assert left == sorted([running.name, young.name, "ptb"]), left
+        assert (running / "staged.txt").read_bytes() == b"half"
+        assert (root / "ptb" / "ptb.valid.txt").read_bytes() == (fixtures / "ptb" / "ptb.valid.txt").read_bytes()
+    finally:
+        held.release()
+    assert dl.clear_leftovers(root) == [f"{running.name} (4 B)"] and young.is_dir()  # its writer gone now
+
+
 @pytest.mark.parametrize("state", ["no-root", "empty", "partial"])
 def test_an_interrupt_while_moving_files_into_place_takes_them_out_again(state, server, archives, tmp_path,
                                                                           fixture_ptb, monkeypatch):

@@ -18,6 +18,11 @@ from scratch when the server ignores Range or the file changed. A complete archi
 the run stops after the fetch (an interrupt while extracting), and is then used without fetching again;
 it is deleted once the dataset is in place, and when it turns out to be bad.
 
+**Nothing left behind.** The temporary folder is removed however the run ends, except by a kill (SIGKILL, a
+power cut). Its writer holds a lock on ``.held`` inside it while it works, so the next download removes every
+``ROOT/.*.download-*`` folder whose lock nobody holds (one without a lock file, from an earlier memread, once it
+is a minute old) and says so; a download running beside it keeps its own.
+
 **Plain files** (catalog ``kind = "files"``: IWSLT14, whose MIXER-preprocessed files pcyin/pytorch_nmt
 publishes one by one). Each file the dataset folder lacks is fetched as ``<url>/<its name>``, resumably,
 into ``ROOT/.downloads/NAME-FILE.part`` (one ``.part`` and ``.json`` per file); a run cut short keeps the
@@ -54,6 +59,8 @@ import zipfile
 import zlib
 from collections.abc import Callable, Iterator
 from pathlib import Path
+
+import filelock
 
 from memread.data.catalog import DATASETS, Dataset, Member
 from memread.errors import MemreadError
@@ -732,6 +739,69 @@ def format_listing(rows: list[dict], root: Path) -> str:
 # ----------------------------------------------------------------------------- download
 
 
+# the temp folders of downloads (``ROOT/.NAME.download-XXXX``) and the lock their writer holds in each
+TEMP_FOLDER = re.compile(r"^\.[^/]+\.download-[^/]+$")
+HELD = ".held"
+UNLOCKED_AGE_S = 60.0  # a temp folder without a lock file: its writer's (an earlier memread's) once this old
+_held: dict[Path, filelock.BaseFileLock] = {}
+
+
+def _temp_folder(root: Path, name: str) -> Path:
+    """A new temp folder ``root/.NAME.download-XXXX``, locked by this process until :func:`_remove_temp`."""
+    tmp = Path(tempfile.mkdtemp(dir=root, prefix=f".{name}.download-"))
+    lock = filelock.FileLock(str(tmp / HELD), blocking=False)
+    try:
+        lock.acquire()
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    _held[tmp] = lock
+    return tmp
+
+
+def _remove_temp(tmp: Path) -> None:
+    lock = _held.pop(tmp, None)
+    if lock is not None:
+        lock.release()
+    shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _size(folder: Path) -> int:
+    return sum(f.stat().st_size for f in folder.rglob("*") if f.is_file() and not f.is_symlink())
+
+
+def clear_leftovers(root: Path) -> list[str]:
+    """Remove the temp folders downloads killed mid-way left in ``root`` (no process holds their lock; one without
+    a lock file once it is :data:`UNLOCKED_AGE_S` old); a download running now keeps its own. One "NAME (SIZE)"
+    per folder removed."""
+    import time
+
+    removed = []
+    try:
+        entries = sorted(Path(root).iterdir())
+    except OSError:
+        return removed
+    for folder in entries:
+        if not TEMP_FOLDER.match(folder.name) or not folder.is_dir() or folder.is_symlink() or folder in _held:
+            continue
+        try:
+            if (folder / HELD).is_file():
+                probe = filelock.FileLock(str(folder / HELD), blocking=False)
+                try:
+                    probe.acquire()
+                except filelock.Timeout:
+                    continue  # a download at work
+                probe.release()
+            elif time.time() - folder.stat().st_mtime < UNLOCKED_AGE_S:
+                continue  # maybe one being made this moment
+            size = _size(folder)
+            shutil.rmtree(folder)
+        except OSError:
+            continue  # not ours to remove (permissions): left as it is
+        removed.append(f"{folder.name} ({size_text(size) if size else 'empty'})")
+    return removed
+
+
 def _make_dirs(path: Path) -> list[Path]:
     """``mkdir -p path``; returns the folders it created, outermost first."""
     missing = []
@@ -797,7 +867,7 @@ def _download_files(spec: Dataset, root: Path, target: Path, url: str | None, ve
     keep_parts = True  # a fetch cut short or an interrupt keeps what arrived; a bad file discards them all
     try:
         created += _make_dirs(root / DOWNLOADS)
-        tmp = Path(tempfile.mkdtemp(dir=root, prefix=f".{spec.name}.download-"))
+        tmp = _temp_folder(root, spec.name)
         for m in wanted:
             try:
                 _fetch(file_url(base, m), parts[m.path])
@@ -834,7 +904,7 @@ def _download_files(spec: Dataset, root: Path, target: Path, url: str | None, ve
         raise
     finally:
         if tmp is not None:
-            shutil.rmtree(tmp, ignore_errors=True)
+            _remove_temp(tmp)
         for part in parts.values():
             if not keep_parts or not (part.is_file() and part.stat().st_size > 0 and _read_meta(part)):
                 _discard(part)
@@ -858,6 +928,8 @@ def download(name: str, root: Path, url: str | None = None, verify: bool = True)
     if spec.manual:
         raise MemreadError(f"{name}: no download: {spec.manual}")
     root = Path(root)
+    for left in clear_leftovers(root):
+        print(f"{root}: removed {left}, the temporary folder of a download that was killed", file=sys.stderr)
     target = root / spec.folder
     url = source_url(url)  # a local path: that archive (or folder of files)
     if all(_present(target, m) for m in spec.required):
@@ -872,7 +944,7 @@ def download(name: str, root: Path, url: str | None = None, verify: bool = True)
     keep_archive = False  # a failed run keeps what was fetched only when it is worth continuing or reusing
     try:
         created += _make_dirs(part.parent)
-        tmp = Path(tempfile.mkdtemp(dir=root, prefix=f".{name}.download-"))
+        tmp = _temp_folder(root, name)
         try:
             _fetch(url, part)
         except FetchFailed as e:
@@ -899,7 +971,7 @@ def download(name: str, root: Path, url: str | None = None, verify: bool = True)
         raise
     finally:
         if tmp is not None:
-            shutil.rmtree(tmp, ignore_errors=True)
+            _remove_temp(tmp)
         if not keep_archive:
             _discard(part)
         _remove_empty(created)
