@@ -573,3 +573,66 @@ def test_kept_run_records_with_shared_vocabularies_give_their_recorded_claim(rea
     want = [r for r in lines if r["experiment"] == "claim-ptb-lstmn-1layer-dropout-long-lstmn-empty-vs-lstm"][-1]
     assert (got["a"], got["b"]) == (pytest.approx(want["a"], abs=1e-6), pytest.approx(want["b"], abs=1e-6))
     assert got["difference"] == pytest.approx(want["value"], abs=1e-6)
+
+
+def _tiny_run(tmp_path, name: str, data: dict, train_steps: int = 0, seed: int = 1):
+    """A tiny run folder: config.json and vocab.json, and with ``train_steps`` its checkpoints."""
+    from memread.config import experiment_from_dict
+    from memread.experiment import start_run
+
+    lm = data["name"] == "stories-text"
+    cfg = experiment_from_dict({"data": data, "reader": {"name": "lstm", "hidden": 8},
+                                "head": {"name": "lm" if lm else "pointer", "emb": 8},
+                                "train": {"max_steps": max(train_steps, 1), "batch_size": 8, "seed": seed,
+                                          "progress": False, "eval_batch_size": 16}}, name)
+    run = tmp_path / name
+    with start_run(cfg, run, tmp_path) as trainer:
+        if train_steps:
+            trainer.fit()
+    return str(run)
+
+
+def test_language_models_of_different_vocabularies_are_refused_before_any_work(tmp_path, monkeypatch, capsys):
+    """Two LMs whose vocabularies differ: their perplexities count other events as <unk>, and `memread compare` said
+    which was better all the same. Refused in one line naming both sizes and the [data] key, before anything is
+    evaluated or written; other batching of the same data (bptt) is no difference."""
+    from memread import cli
+
+    monkeypatch.setenv("MEMREAD_DATA", str(tmp_path))
+    monkeypatch.delenv("MEMREAD_DEBUG", raising=False)
+    a = _tiny_run(tmp_path, "a", {"name": "stories-text", "stories": 300, "bptt": 12}, train_steps=2)
+    b = _tiny_run(tmp_path, "b", {"name": "stories-text", "stories": 300, "bptt": 12, "max_vocab": 40}, train_steps=2)
+    c = _tiny_run(tmp_path, "c", {"name": "stories-text", "stories": 300, "bptt": 20})
+    sizes = [len(json.loads((tmp_path / r / "vocab.json").read_text())["itos"]) for r in ("a", "b")]
+    assert sizes[0] > sizes[1] == 40
+    before = {p: p.read_bytes() for p in sorted(tmp_path.rglob("*")) if p.is_file()}
+    with pytest.raises(MemreadError, match=rf"have different vocabularies \(vocabulary: {sizes[0]} vs 40 words; "
+                                           r"data.max_vocab: 0 vs 40\): a perplexity counts"):
+        compare.compare_runs(a, b, tmp_path, resamples=100)
+    capsys.readouterr()
+    assert cli.main(["compare", a, b, "--resamples", "100"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("memread: error:") == 1 and "different vocabularies" in err and "Traceback" not in err
+    assert {p: p.read_bytes() for p in sorted(tmp_path.rglob("*")) if p.is_file()} == before  # nothing evaluated
+    assert compare.check_same_data(a, c) == []  # the same words, cut into other segments
+
+
+def test_runs_of_different_data_are_compared_saying_so(tmp_path):
+    """Two cloze readers, one trained with max_vocab 60 (another vocabulary): accuracy on the same questions still
+    compares, but the result names the differences and its verdict says the difference is of models and data; two
+    seeds of the same data get no such note."""
+    data = {"name": "stories", "stories": 300}
+    a = _tiny_run(tmp_path, "a", data, train_steps=2)
+    b = _tiny_run(tmp_path, "b", {**data, "max_vocab": 60}, train_steps=2)
+    same = _tiny_run(tmp_path, "same", data, train_steps=2, seed=2)
+    sizes = [len(json.loads((tmp_path / r / "vocab.json").read_text())["itos"]) for r in ("a", "b")]
+    assert sizes[0] > sizes[1]
+    plain = compare.compare_runs(a, same, tmp_path, resamples=200)
+    assert "data_differences" not in plain and "different data" not in plain["verdict"]
+    assert "different data" not in compare.summary_text(plain)
+    got = compare.compare_runs(a, b, tmp_path, resamples=200)
+    assert got["data_differences"] == ["data.max_vocab: 0 vs 60", f"vocabulary: {sizes[0]} vs {sizes[1]} words"]
+    said = ("but the runs were trained on different data (data.max_vocab: 0 vs 60; vocabulary: "
+            f"{sizes[0]} vs {sizes[1]} words): the difference is of models and data together")
+    assert got["verdict"].endswith(said) and said in compare.summary_text(got)
+    assert got["units"] == plain["units"] and got["a"] == plain["a"]  # the same questions, A's accuracy unchanged

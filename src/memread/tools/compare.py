@@ -24,10 +24,17 @@ pooled test takes the trained models as given.
 Both use the metric exactly as the criterion computes it (MAP as the mean of per-question AP, perplexity
 as ``exp`` of the summed NLL over the summed tokens), so the observed difference is the one the two
 runs' ``final.json`` files show.
+
+**Runs of other data** (:func:`check_same_data`, before anything is evaluated): two language models (or translation
+models) with different vocabularies are refused, since a perplexity counts the words a vocabulary leaves out as
+``<unk>`` and theirs measure different events; any other difference of their ``[data]`` sections or vocabularies
+(another min_count, more training stories) is named in the result (``data_differences``), its verdict and the line
+for a person: the difference is then one of models and data together.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from dataclasses import asdict, dataclass
 from typing import Callable
@@ -268,6 +275,62 @@ def _batch_size_of(runs: list[str], split: str, checkpoint: str, batch_size: int
     return int(sizes.pop()) if sizes else 0
 
 
+# [data] keys that cut the same examples into other batches, not other data: not a difference of data
+BATCHING_KEYS = ("bptt", "bucket")
+# criteria whose every metric is over the words of the vocabulary (a word it leaves out is <unk>, one event)
+VOCABULARY_CRITERIA = ("lm_nll", "token_nll")
+
+
+def _data_of(run: str) -> tuple[dict, str, int, str]:
+    """A run's (or model archive's) [data] section, vocabulary fingerprint and size, and criterion name."""
+    from pathlib import Path
+
+    from memread.data.vocab import Vocab
+    from memread.experiment import is_archive, read_run_config
+
+    path = Path(run)
+    if is_archive(path):
+        from memread.inference.archive import archive_config
+
+        cfg, vocab = archive_config(path)
+    else:
+        cfg, vocab = read_run_config(path), Vocab.load(path / "vocab.json")
+    return dataclasses.asdict(cfg.data), vocab.fingerprint(), len(vocab), cfg.criterion.name
+
+
+def check_same_data(run_a: str, run_b: str) -> list[str]:
+    """What differs between two runs' data: their ``[data]`` values (``"data.min_count: 1 vs 2"``; not the
+    :data:`BATCHING_KEYS`) and their vocabularies (``"vocabulary: 812 vs 790 words"``); [] for runs of the same
+    data. Refuses, in one line, language or translation models of different vocabularies."""
+    (da, fa, na, crit_a), (db, fb, nb, crit_b) = _data_of(run_a), _data_of(run_b)
+    keys = list(da) + [k for k in db if k not in da]
+    differ = [f"data.{k}: {da.get(k)!r} vs {db.get(k)!r}" for k in keys
+              if k not in BATCHING_KEYS and da.get(k) != db.get(k)]
+    if fa != fb:
+        words = f"vocabulary: {na} vs {nb} words" if na != nb else f"vocabulary: {na} words each, not the same ones"
+        if crit_a in VOCABULARY_CRITERIA or crit_b in VOCABULARY_CRITERIA:
+            raise MemreadError(f"{run_a} and {run_b} have different vocabularies ({'; '.join([words] + differ)}): "
+                               f"a perplexity counts the words its vocabulary leaves out as <unk>, so theirs measure "
+                               f"different events and a paired test of them means nothing; compare runs trained "
+                               f"with one vocabulary (memread eval gives each run its own number)")
+        differ.append(words)
+    return differ
+
+
+def _with_differences(result: dict, differ: list[str]) -> dict:
+    """``result`` saying that its runs' data differ (``data_differences``, and the verdict)."""
+    if not differ:
+        return result
+    said = f"; but the runs were trained on different data ({'; '.join(differ)}): the difference is of models " \
+           f"and data together"
+    out = {**result, "data_differences": differ}
+    if "verdict" in out:
+        out["verdict"] += said
+    if "pooled" in out:
+        out["pooled"] = {**out["pooled"], "verdict": out["pooled"]["verdict"] + said}
+    return out
+
+
 def _same_criterion(a, b, name_a: str, name_b: str) -> None:
     if type(a) is not type(b):
         raise MemreadError(f"{name_a} is scored by {type(a).__name__} and {name_b} by {type(b).__name__}: a paired "
@@ -280,7 +343,9 @@ def compare_runs(run_a: str, run_b: str, data_root, split: str = "test", checkpo
     """Evaluate both runs on ``split`` (batches of the same size, so that their units are the same) and test
     the difference of ``metric`` (default: the criterion's selection metric). Returns the JSON-able result:
     ``run_a``, ``run_b``, ``seed_a``, ``seed_b`` (the seed each trained with), and :class:`PairedResult`'s fields
-    (``a``, ``b``: the metric of each run)."""
+    (``a``, ``b``: the metric of each run); ``data_differences`` where their data differ (:func:`check_same_data`,
+    which refuses language models of different vocabularies before anything is evaluated)."""
+    differ = check_same_data(run_a, run_b)
     batch_size = _batch_size_of([run_a, run_b], split, checkpoint, batch_size)
     tasks: dict = {}
     ta, a, batch_size = _evaluate_units(run_a, data_root, split, checkpoint, batch_size, device, progress, tasks)
@@ -288,8 +353,9 @@ def compare_runs(run_a: str, run_b: str, data_root, split: str = "test", checkpo
     _same_criterion(a, b, run_a, run_b)
     result = paired_test(ta, tb, a.summarize, metric or a.selection_metric, a.higher_is_better, resamples=resamples,
                          confidence=confidence, seed=seed, names=(run_a, run_b))
-    return {"run_a": run_a, "run_b": run_b, "split": split, "checkpoint": checkpoint, "batch_size": batch_size,
-            "seed_a": trained_seed(run_a), "seed_b": trained_seed(run_b), **result.to_dict()}
+    return _with_differences({"run_a": run_a, "run_b": run_b, "split": split, "checkpoint": checkpoint,
+                              "batch_size": batch_size, "seed_a": trained_seed(run_a), "seed_b": trained_seed(run_b),
+                              **result.to_dict()}, differ)
 
 
 def trained_seed(run: str) -> int:
@@ -414,6 +480,7 @@ def compare_seeds(root_a: str, root_b: str, seeds: int, data_root, split: str = 
     for run in runs["a"] + runs["b"]:
         if not Path(run).is_dir():
             raise MemreadError(f"{run}: no such run folder (--seeds {seeds} reads ROOT/seed1 .. ROOT/seed{seeds})")
+    differ = list(dict.fromkeys(d for run in runs["a"][1:] + runs["b"] for d in check_same_data(runs["a"][0], run)))
     tables: dict[str, list[UnitTable]] = {"a": [], "b": []}
     criterion = None
     batch_size = _batch_size_of(runs["a"] + runs["b"], split, checkpoint, batch_size)
@@ -442,11 +509,12 @@ def compare_seeds(root_a: str, root_b: str, seeds: int, data_root, split: str = 
     welch = stats.ttest_ind(values["a"], values["b"], equal_var=False)
     summary = {side: {"values": values[side], "mean": float(np.mean(values[side])),
                       "std": float(np.std(values[side], ddof=1))} for side in ("a", "b")}
-    return {"root_a": root_a, "root_b": root_b, "split": split, "checkpoint": checkpoint, "batch_size": batch_size,
-            "metric": metric, "higher_is_better": criterion.higher_is_better, "trained_seeds": trained,
-            "seeds": {**summary, "difference": summary["a"]["mean"] - summary["b"]["mean"],
-                      "welch_t": float(welch.statistic), "welch_p": float(welch.pvalue)},
-            "pooled": pool, "seeds_and_units": both, "per_seed": per_seed}
+    return _with_differences({
+        "root_a": root_a, "root_b": root_b, "split": split, "checkpoint": checkpoint, "batch_size": batch_size,
+        "metric": metric, "higher_is_better": criterion.higher_is_better, "trained_seeds": trained,
+        "seeds": {**summary, "difference": summary["a"]["mean"] - summary["b"]["mean"],
+                  "welch_t": float(welch.statistic), "welch_p": float(welch.pvalue)},
+        "pooled": pool, "seeds_and_units": both, "per_seed": per_seed}, differ)
 
 
 def summary_text(result: dict) -> str:
