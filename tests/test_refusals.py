@@ -42,3 +42,45 @@ def test_a_seed_past_what_the_generators_take_is_refused_before_the_run_folder(c
     line = refused(capsys, run, "train", str(config), "--run-dir", str(run), "--set", f"train.seed={seed}")
     assert "train.seed" in line, line  # was "ValueError: Overflow when unpacking long long" after the folder existed
     assert not run.exists()
+
+
+# --------------------------------------------------------------------------- what cannot fit in memory
+
+
+def test_a_model_that_cannot_fit_is_refused_before_anything_is_allocated_or_written(config, tmp_path, capsys):
+    run = tmp_path / "run"
+    line = refused(capsys, run, "train", str(config), "--run-dir", str(run), "--set", "reader.hidden=100000000")
+    # was "RuntimeError: DefaultCPUAllocator: can't allocate memory: you tried to allocate 38400000000 bytes"
+    assert "does not fit in memory" in line and "reader.hidden = 100000000" in line and "parameters" in line, line
+    assert "weights and their gradients" in line and "lower those sizes" in line, line  # sgd: weights + gradients
+    assert not run.exists()
+
+
+def test_where_the_memory_cannot_be_told_a_failed_allocation_is_one_line(config, tmp_path, capsys, monkeypatch):
+    """No free-memory figure (another system), or a model that cannot be built on the meta device: the allocator's
+    failure itself becomes the line."""
+    from memread.tasks import base
+
+    monkeypatch.setattr(base, "available_memory", lambda device="cpu": None)
+    run = tmp_path / "run"
+    line = refused(capsys, run, "train", str(config), "--run-dir", str(run), "--set", "reader.hidden=100000000")
+    assert "does not fit in memory" in line and "allocate" in line and "reader.hidden = 100000000" in line, line
+    assert not run.exists()
+
+
+@pytest.mark.parametrize("batch_size, whole", [(8, False), (1_000_000_000, True)])
+def test_a_batch_that_cannot_fit_is_refused_before_the_run_folder(config, tmp_path, capsys, monkeypatch, batch_size,
+                                                                  whole):
+    """``train.batch_size = 1000000000`` on PTB: 929,588 columns of one token, 35.7 GiB of embeddings and scores at
+    the first step, which failed to allocate after config.json and vocab.json were written. A batch larger than the
+    split is the whole split (as before); what it needs at the least is checked against the memory there is (here a
+    machine with 16 KiB free)."""
+    from memread import experiment
+
+    monkeypatch.setattr(experiment, "available_memory", lambda device="cpu": 16 * 1024)
+    run = tmp_path / "run"
+    line = refused(capsys, run, "train", str(config), "--run-dir", str(run), "--set", f"train.batch_size={batch_size}")
+    assert f"train.batch_size = {batch_size}: one training batch" in line and "16.0 KiB free" in line, line
+    assert "scores over" in line and "lower train.batch_size" in line, line
+    assert ("the whole training split" in line) == whole, line
+    assert not run.exists()

@@ -53,6 +53,8 @@ class TrainConfig:
     betas: tuple[Probability, Probability] = (0.9, 0.999)  # adam's moving-average factors
     clip: NonNegFloat = 5.0  # renormalise the gradient when its norm exceeds this; 0 = off
     # examples per optimizer step (a language model: columns of the stream read side by side)
+    # examples (a stream: columns) per step; one larger than the training split is the whole split, refused in one
+    # line when it cannot fit in memory (memread.experiment.start_run)
     batch_size: PositiveInt = 32
     eval_batch_size: NonNegInt = 0  # 0 = the task's default (1 for language modelling: exact perplexity)
     epochs: PositiveInt = 10  # passes over the training data

@@ -25,3 +25,29 @@ def os_error_line(e: OSError, path: object = None) -> str:
     else:
         hint = ""
     return f"{where}: {what}" + (f"; {hint}" if hint else "")
+
+
+# what torch and the C++ runtime say when memory runs out: the CPU allocator, CUDA's and MPS's, std::bad_alloc
+_ALLOCATION = ("can't allocate memory", "out of memory", "bad_alloc", "not enough memory", "cannot allocate memory")
+
+
+def allocation_failure(e: BaseException) -> str | None:
+    """The first line of an error that says memory ran out (``MemoryError``, torch's ``OutOfMemoryError``, the CPU
+    allocator's RuntimeError, ``std::bad_alloc``); None for any other error."""
+    text = str(e).strip()
+    if not isinstance(e, (MemoryError, RuntimeError)):
+        return None
+    if not isinstance(e, MemoryError) and not any(s in text.lower() for s in _ALLOCATION):
+        return None
+    line = next((ln.strip() for ln in text.splitlines() if any(s in ln.lower() for s in _ALLOCATION)), "")
+    line = line.split("DefaultCPUAllocator: ", 1)[-1]  # "[enforce fail at alloc_cpu.cpp:127] err == 0. ..." less the C++
+    return (line or type(e).__name__)[:200]
+
+
+def human_bytes(n: float) -> str:
+    """``n`` bytes in binary units: 512 B, 3.2 GiB, 1.4e+04 PiB."""
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(n) < 1024:
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} PiB" if abs(n) < 1024 ** 2 else f"{n:.2g} PiB"

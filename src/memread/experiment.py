@@ -21,9 +21,10 @@ import torch
 from memread.config import SECTIONS, ExperimentConfig, apply_overrides, experiment_from_dict, upgrade_stored
 from memread.data.root import RUN_FILE, data_root_record
 from memread.data.vocab import Vocab
-from memread.errors import MemreadError, os_error_line
+from memread.errors import MemreadError, human_bytes, os_error_line
 from memread.inference.archive import archive_config, is_archive, load_archive
 from memread.tasks import Task
+from memread.tasks.base import available_memory
 from memread.training.checkpoint import (check_compatible, clear_leftover_temps, load_checkpoint, load_model_state,
                                          write_text_atomically)
 from memread.training.loop import Trainer, evaluate
@@ -36,8 +37,12 @@ def build_task(cfg: ExperimentConfig, data_root: Path, vocab: Vocab | None = Non
     return Task(cfg, data_root, vocab=vocab)
 
 
-def build_model(cfg: ExperimentConfig, task: Task) -> torch.nn.Module:
-    return task.build_model(cfg.train.seed)
+def build_model(cfg: ExperimentConfig, task: Task, device: Any = None, training: bool = False) -> torch.nn.Module:
+    """``cfg``'s model, refused in one line before anything is allocated when it cannot fit on ``device`` (the CPU by
+    default): its weights, and for ``training`` their gradients and the optimizer's state as well."""
+    T = cfg.train
+    copies = (2 + (2 if T.optimizer == "adam" else 1 if T.momentum else 0)) if training else 1
+    return task.build_model(T.seed, copies=copies, device=device)
 
 
 def _read_raw_config(run_dir: Path) -> dict:
@@ -139,7 +144,8 @@ def start_run(cfg: ExperimentConfig, run_dir: Path, data_root: Path, where: Plac
     task = build_task(cfg, data_root)
     for split in ("valid", "test"):  # read every split now: a bad file fails before the run starts
         task.batches(split, 1)
-    model = build_model(cfg, task)
+    model = build_model(cfg, task, where.device, training=True)  # one line if it cannot fit, before anything is written
+    _check_batch_fits(cfg, task, where)
 
     def prepare() -> None:
         if (run_dir / "checkpoint_last.pt").exists():  # written while we read the data
@@ -150,6 +156,34 @@ def start_run(cfg: ExperimentConfig, run_dir: Path, data_root: Path, where: Plac
 
     lock = _locked(run_dir, prepare, where)
     return Trainer(cfg, task, model, run_dir, task.vocab.fingerprint(), lock=lock, where=where)
+
+
+def _check_batch_fits(cfg: ExperimentConfig, task: Task, where: Placement) -> None:
+    """Refuse, before anything is written, a training batch that cannot fit in memory: at the least its token
+    positions (this process's share) times the embedding width (the reader's input) and, for a language model,
+    times the vocabulary (the output scores) are held at once, 4 bytes each (2 under mixed precision). A batch
+    larger than the training split is the whole split (a stream's: one column per token), which may be what
+    does not fit (``train.batch_size = 1000000000``)."""
+    T = cfg.train
+    batches = task.batches("train", T.batch_size, 0, T.seed)
+    if len(batches) == 0:
+        return
+    ids = [t for t in batches[0].values() if isinstance(t, torch.Tensor) and t.dtype in (torch.long, torch.int)]
+    if not ids:
+        return
+    largest = max(ids, key=lambda t: t.numel())
+    positions = largest.numel() // where.world
+    emb, vocab = getattr(cfg.head, "emb", 0), len(task.vocab) if task.name == "lm" else 0
+    need = positions * (emb + vocab) * (4 if T.precision == "32" else 2)
+    free = available_memory(where.device)
+    if free is None or need <= free:
+        return
+    what = f"its {emb}-wide embeddings" + (f" and its scores over {vocab:,} words" if vocab else "")
+    shape = " x ".join(f"{n:,}" for n in largest.shape)
+    clamp = " (the whole training split: a batch is at most that)" if largest.size(0) < T.batch_size else ""
+    raise MemreadError(f"train.batch_size = {T.batch_size}: one training batch, {shape} tokens{clamp}, needs at least "
+                       f"{human_bytes(need)} for {what}, and {where.device} has {human_bytes(free)} free; lower "
+                       f"train.batch_size. Nothing was written")
 
 
 def _refuse_unreachable(cfg: ExperimentConfig, loop: dict, overrides: list[str], run_dir: Path) -> None:
@@ -191,7 +225,7 @@ def resume_run(run_dir: Path, data_root: Path, overrides: list[str] = (), where:
     if not ckpt.exists():
         print(f"{ckpt}: the run wrote no checkpoint yet; starting it from its config.json", file=sys.stderr)
         task = build_task(cfg, data_root)
-        model = build_model(cfg, task)
+        model = build_model(cfg, task, where.device, training=True)
 
         lock = _locked(run_dir, lambda: _write_new_run(cfg, run_dir, task, data_root), where)
         return Trainer(cfg, task, model, run_dir, task.vocab.fingerprint(), lock=lock, where=where)
@@ -212,7 +246,7 @@ def resume_run(run_dir: Path, data_root: Path, overrides: list[str] = (), where:
     vocab = Vocab.load(run_dir / "vocab.json")
     payload = load_checkpoint(ckpt)
     task = build_task(cfg, data_root, vocab=vocab)
-    model = build_model(cfg, task)
+    model = build_model(cfg, task, where.device, training=True)
     try:
         load_model_state(model, payload, ckpt)
         if lock is not None:  # the main process, under the lock: where the run goes on reading its data from
@@ -245,7 +279,7 @@ def load_trained(run_dir: Path, data_root: Path, which: str = "best", device: st
     if context is not None:
         cfg = with_context(cfg, context, run_dir)
     task = build_task(cfg, data_root, vocab=vocab)
-    model = build_model(cfg, task)
+    model = build_model(cfg, task, resolve_device(device))
     load_model_state(model, payload, ckpt)
     model.to(resolve_device(device)).eval()
     return cfg, task, model
