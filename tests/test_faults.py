@@ -151,9 +151,11 @@ def test_an_output_path_never_replaces_a_runs_own_files(config, tmp_path, capsys
                         "--set", 'reader.name="lstmn"', "--set", "train.eval_batch_size=16")  # attend: an lstmn
     assert code == 0, err
     (run / ".lock.json").write_text("{}")  # as while a writer holds the run
+    for name in ("loggers.json", "mlflow.db"):  # as train.loggers leaves them
+        (run / name).write_text("{}")
     before = {p.name: p.read_bytes() for p in run.iterdir() if p.is_file()}
     own = ["checkpoint_best.pt", "checkpoint_last.pt", "config.json", "vocab.json", "metrics.jsonl", "final.json",
-           "units-test.npz", ".lock", ".lock.json"]
+           "units-test.npz", "data_root.json", "loggers.json", "mlflow.db", ".lock", ".lock.json"]
     assert set(own) <= before.keys()
     (tmp_path / "link.safetensors").symlink_to(run / "checkpoint_last.pt")
     attempts = [["export", str(run), str(run / name)] for name in own]

@@ -111,9 +111,10 @@ def clear_leftover_temps(run_dir: Path) -> list[str]:
     return removed
 
 
-# a run directory's own files: what training, the final evaluation and `memread compare` keep there, and the lock's
+# a run directory's own files: what training, the final evaluation and `memread compare` keep there, the data root
+# it was trained with (data_root.json), its loggers' state and MLflow store, and the lock's
 RUN_FILES = re.compile(r"^(config\.json|vocab\.json|metrics\.jsonl|final\.json|checkpoint_[^/]*\.pt|units-[^/]*\.npz"
-                       r"|\.lock.*)$")
+                       r"|data_root\.json|loggers\.json|mlflow\.db.*|\.lock.*)$")
 
 
 def _holds_a_run(folder: Path) -> bool:
