@@ -115,6 +115,10 @@ def test_cli_prints_the_table_writes_the_png_and_reports_bad_input_in_one_line(t
     printed = capsys.readouterr()
     assert "149.00*" in printed.out and f"wrote {out}" in printed.err
     assert out.read_bytes()[:4] == b"\x89PNG"
+    assert main(["curves", str(run), "--out", str(tmp_path / "curves.json")]) == 2  # was a matplotlib traceback
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"memread: error: {tmp_path / 'curves.json'}: matplotlib writes no .json pictures; name it .png "
+                   "(or .pdf, .svg)"] and not (tmp_path / "curves.json").exists()
     (run / "metrics.jsonl").write_text("not json\n")
     assert main(["curves", str(run), "--out", "-"]) == 2
     err = capsys.readouterr().err.strip().splitlines()

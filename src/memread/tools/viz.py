@@ -15,11 +15,15 @@ import numpy as np  # noqa: E402
 def save(fig, path: Path, dpi: int = 120) -> Path:
     """Lay out ``fig``, write it to ``path`` as PNG (folders made as needed), close it; a run's own file
     (``RUN/checkpoint_best.pt``, ...) is refused, not replaced."""
+    from memread.errors import MemreadError
     from memread.training.checkpoint import refuse_run_file
 
     path = Path(path)
     try:
         refuse_run_file(path, "a PNG", "picture.png")
+        kind = path.suffix.lower().lstrip(".")
+        if kind and kind not in fig.canvas.get_supported_filetypes():  # was matplotlib's ValueError, a traceback
+            raise MemreadError(f"{path}: matplotlib writes no .{kind} pictures; name it .png (or .pdf, .svg)")
     except BaseException:
         plt.close(fig)
         raise
