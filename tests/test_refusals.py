@@ -84,3 +84,24 @@ def test_a_batch_that_cannot_fit_is_refused_before_the_run_folder(config, tmp_pa
     assert "scores over" in line and "lower train.batch_size" in line, line
     assert ("the whole training split" in line) == whole, line
     assert not run.exists()
+
+
+# --------------------------------------------------------------------------- damaged checkpoints and archives
+
+
+@pytest.mark.parametrize("key, value", [("global_step", "sixty"), ("epoch", -1), ("finished", "no"),
+                                        ("step_in_epoch", 2.5), ("schedule", {"best": "low", "bad_evals": 0}),
+                                        ("first_loss", "x"), ("tokens_trained", None)])
+def test_a_checkpoint_whose_loop_state_has_a_wrong_type_is_one_line_on_resume(config, tmp_path, capsys, key, value):
+    import torch
+
+    run = tmp_path / "run"
+    assert run_cli(capsys, "train", str(config), "--run-dir", str(run), "--set", "train.max_steps=2")[0] == 0
+    path = run / "checkpoint_last.pt"
+    payload = torch.load(path, weights_only=True)
+    payload["loop"][key] = value
+    torch.save(payload, path)
+    line = refused(capsys, run, "train", "--resume", str(run), "--set", "train.max_steps=4")
+    # global_step = "sixty" was "TypeError: '>' not supported between instances of 'str' and 'int'"
+    assert "checkpoint_last.pt: not a resumable checkpoint" in line and repr(key) in line and repr(value) in line, line
+    assert "Nothing was changed" in line, line

@@ -25,8 +25,8 @@ from memread.errors import MemreadError, human_bytes, os_error_line
 from memread.inference.archive import archive_config, is_archive, load_archive
 from memread.tasks import Task
 from memread.tasks.base import available_memory
-from memread.training.checkpoint import (check_compatible, clear_leftover_temps, load_checkpoint, load_model_state,
-                                         write_text_atomically)
+from memread.training.checkpoint import (check_compatible, check_loop_state, clear_leftover_temps, load_checkpoint,
+                                         load_model_state, write_text_atomically)
 from memread.training.loop import Trainer, evaluate
 from memread.training.distributed import Placement, on_main, placement, resolve_device
 from memread.training.runlock import RunLock
@@ -237,9 +237,7 @@ def resume_run(run_dir: Path, data_root: Path, overrides: list[str] = (), where:
         keys = tuple(o.split("=", 1)[0].strip() for o in overrides) + ANY_ON_RESUME
         check_compatible(payload, read_run_config(run_dir).to_dict(), vocab.fingerprint(), ckpt,
                          sections=SECTIONS, ignore=keys)
-        loop = payload.get("loop")
-        if not isinstance(loop, dict) or not {"epoch", "global_step", "finished"} <= set(loop):
-            raise MemreadError(f"{ckpt}: not a resumable checkpoint (its 'loop' state is missing or incomplete)")
+        loop = check_loop_state(payload, ckpt)  # each key of the type the loop wrote
         _refuse_unreachable(cfg, loop, overrides, run_dir)
 
     lock = _locked(run_dir, check, where)

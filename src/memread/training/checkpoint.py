@@ -190,6 +190,47 @@ def loop_state(run_dir: Path) -> dict[str, Any]:
     return loop if isinstance(loop, dict) else {}
 
 
+def _whole(x: Any) -> bool:
+    return type(x) is int and x >= 0
+
+
+def _number(x: Any) -> bool:
+    return type(x) in (int, float)
+
+
+# the loop state a resume reads (Trainer._payload writes it): each key's test and what it must be, in words
+LOOP_KEYS: dict[str, tuple[Any, str]] = {
+    "epoch": (_whole, "a whole number >= 0"),
+    "step_in_epoch": (_whole, "a whole number >= 0"),
+    "global_step": (_whole, "a whole number >= 0"),
+    "finished": (lambda x: type(x) is bool, "true or false"),
+    "stopped": (lambda x: x is None or isinstance(x, str), "a reason's name or none"),
+    "schedule": (lambda x: isinstance(x, dict) and _whole(x.get("bad_evals"))
+                 and all(x.get(k) is None or _number(x.get(k)) for k in ("best", "best_value")),
+                 "a table of best, best_value and bad_evals"),
+    "first_loss": (lambda x: x is None or _number(x), "a number or none"),
+    "tokens_trained": (_whole, "a whole number >= 0"),
+    "seconds_trained": (lambda x: x is None or _number(x), "a number or none"),
+    "seconds_by_device": (lambda x: x is None or isinstance(x, dict) and all(map(_number, x.values())),
+                          "a table of numbers or none"),
+    "running": (lambda x: isinstance(x, dict), "a table"),
+}
+LOOP_REQUIRED = ("epoch", "step_in_epoch", "global_step", "finished", "schedule")
+
+
+def check_loop_state(payload: dict, path: Path) -> dict:
+    """The checkpoint's loop state, checked before a resume reads it: every key it needs there, each of the type the
+    loop wrote (an edited ``global_step = "sixty"`` was a TypeError traceback). One line naming the key otherwise."""
+    loop = payload.get("loop")
+    if not isinstance(loop, dict) or not set(LOOP_REQUIRED) <= set(loop):
+        raise MemreadError(f"{path}: not a resumable checkpoint (its 'loop' state is missing or incomplete)")
+    for key, (ok, what) in LOOP_KEYS.items():
+        if key in loop and not ok(loop[key]):
+            raise MemreadError(f"{path}: not a resumable checkpoint (its loop state's {key!r} is {loop[key]!r}, not "
+                               f"{what}): it was edited or damaged; put back the one memread wrote. Nothing was changed")
+    return loop
+
+
 def _flatten(d: dict, prefix: str = "") -> dict[str, Any]:
     out = {}
     for k, v in d.items():
