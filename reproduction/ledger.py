@@ -138,5 +138,7 @@ def result_line(result: dict, experiment: str, dataset: str, command: str, commi
     higher = result.get("higher_is_better")
     if higher is not None:  # which side a still-improving run is on matters to the verdict (claims.claim_verdict)
         line["higher_is_better"] = bool(higher)
+    if result.get("data_differences"):  # runs trained on different data: the line says so, as the summary does
+        line["data_differences"] = result["data_differences"]
     return line
 

@@ -636,3 +636,12 @@ def test_runs_of_different_data_are_compared_saying_so(tmp_path):
             f"{sizes[0]} vs {sizes[1]} words): the difference is of models and data together")
     assert got["verdict"].endswith(said) and said in compare.summary_text(got)
     assert got["units"] == plain["units"] and got["a"] == plain["a"]  # the same questions, A's accuracy unchanged
+    from conftest import REPO
+    import sys
+
+    sys.path.insert(0, str(REPO))  # the ledger lives in the checkout's reproduction/ package
+    from reproduction.ledger import result_line
+
+    recorded = result_line({**got, "split": "test"}, "claim-x", "stories", "memread compare a b", None, 1.0)
+    assert recorded["data_differences"] == got["data_differences"]  # the results line says so too
+    assert "data_differences" not in result_line({**plain, "split": "test"}, "claim-x", "stories", "", None, 1.0)
