@@ -23,7 +23,8 @@ from memread.criteria.translation import TokenNLL
 from memread.errors import MemreadError
 from memread.heads.base import ModelOutput
 from memread.tools import compare
-from memread.tools.compare import UnitTable, paired_test, pooled, seeds_and_units_test
+from memread.tools import paired_stats
+from memread.tools.paired_stats import UnitTable, paired_test, pooled, seeds_and_units_test
 
 
 def _cases():
@@ -101,7 +102,7 @@ def test_the_paired_test_depends_on_its_seed_alone_not_on_how_many_resamples_a_b
     rng = np.random.default_rng(3)
     a, b = _accuracy_table(rng.random(300) < 0.6), _accuracy_table(rng.random(300) < 0.55)
     whole = paired_test(a, b, accuracy, "accuracy", True, resamples=700)  # one batch of 700
-    monkeypatch.setattr(compare, "BATCH_CELLS", 2 * 300 * 300)  # at most 300 a batch: 700 = 4 x 175
+    monkeypatch.setattr(paired_stats, "BATCH_CELLS", 2 * 300 * 300)  # at most 300 a batch: 700 = 4 x 175
     batched = paired_test(a, b, accuracy, "accuracy", True, resamples=700)
     assert batched == whole and whole.ci_low < whole.difference < whole.ci_high
     batches = []  # and where the resamples have no divisor near the cap (701 is prime), batches of the cap
