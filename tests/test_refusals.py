@@ -105,3 +105,26 @@ def test_a_checkpoint_whose_loop_state_has_a_wrong_type_is_one_line_on_resume(co
     # global_step = "sixty" was "TypeError: '>' not supported between instances of 'str' and 'int'"
     assert "checkpoint_last.pt: not a resumable checkpoint" in line and repr(key) in line and repr(value) in line, line
     assert "Nothing was changed" in line, line
+
+
+@pytest.mark.parametrize("hidden", [100_000_000, 64])
+def test_an_archive_whose_metadata_declares_another_model_is_refused_before_it_is_built(config, tmp_path, capsys,
+                                                                                       hidden):
+    """An archive of a 32-unit model whose metadata says ``reader.hidden = 1e8`` was built from the metadata
+    (petabytes asked of the allocator) before its tensors were compared with it."""
+    from safetensors import safe_open
+    from safetensors.torch import load_file, save_file
+
+    run, archive = tmp_path / "run", tmp_path / "model.safetensors"
+    assert run_cli(capsys, "train", str(config), "--run-dir", str(run), "--set", "train.max_steps=2")[0] == 0
+    assert run_cli(capsys, "export", str(run), str(archive))[0] == 0
+    with safe_open(str(archive), "pt") as f:
+        meta = dict(f.metadata())
+    assert '"hidden": 32' in meta["config"]
+    save_file(load_file(str(archive)), str(archive),
+              metadata={**meta, "config": meta["config"].replace('"hidden": 32', f'"hidden": {hidden}')})
+    (tmp_path / "in.jsonl").write_text('{"text": "the cat"}\n')
+    for argv in (["eval", str(archive)], ["predict", str(archive), str(tmp_path / "in.jsonl")]):
+        line = refused(capsys, run, *argv)
+        assert "its tensors do not fit the model its config builds" in line and "in the file, " in line, line
+        assert f"reader.hidden = {hidden}" in line and "Nothing was built" in line, line

@@ -103,7 +103,8 @@ def load_archive(path: Path, data_root: Path, device: str = "cpu") -> tuple[Expe
     path = Path(path)
     cfg, vocab = archive_config(path)
     task = Task(cfg, data_root, vocab=vocab)
-    model = task.build_model(cfg.train.seed)
+    _check_shapes(path, task, cfg)  # the declared config against the tensors, before the model is allocated
+    model = task.build_model(cfg.train.seed, device=resolve_device(device))
     try:
         load_model(model, str(path), strict=True)
     except RuntimeError as e:
@@ -112,3 +113,34 @@ def load_archive(path: Path, data_root: Path, device: str = "cpu") -> tuple[Expe
     check_finite(model.state_dict(), path)
     model.to(resolve_device(device)).eval()
     return cfg, task, model
+
+
+def _check_shapes(path: Path, task: Any, cfg: ExperimentConfig) -> None:
+    """Refuse an archive whose metadata declares a model its tensors are not (an edited ``reader.hidden``): the
+    model its config builds, on the meta device (no memory allocated), against the tensors' names and shapes as the
+    file's header gives them, before the model is built for real (a declared 1e8 hidden units was an allocation
+    of petabytes). Tensors the archive leaves out (tied weights are stored once) are for ``load_model`` to judge."""
+    from safetensors import SafetensorError, safe_open
+
+    meta = task.meta_model(cfg.train.seed)
+    if meta is None:  # a model that cannot be built on the meta device: load_model's check alone
+        return
+    wanted = {name: tuple(t.shape) for name, t in meta.state_dict().items()}
+    try:
+        with safe_open(str(path), framework="pt") as f:
+            stored = {name: tuple(f.get_slice(name).get_shape()) for name in f.keys()}
+    except (SafetensorError, OSError, ValueError) as e:
+        raise MemreadError(f"{path}: not a memread model archive ({str(e).splitlines()[0][:160]})") from None
+    extra = sorted(set(stored) - set(wanted))
+    wrong = [n for n in stored if n in wanted and stored[n] != wanted[n]]
+    if not extra and not wrong:
+        return
+    if wrong:
+        n = wrong[0]
+        what = f"size mismatch for {n}: {list(stored[n])} in the file, {list(wanted[n])} in the model it declares"
+    else:
+        what = f"unexpected {extra[0]}: the model it declares has no such tensor"
+    more = len(wrong) + len(extra) - 1
+    raise MemreadError(f"{path}: its tensors do not fit the model its config builds ({what}"
+                       f"{f'; {more} more' if more else ''}; {task.sizes()}): the file was edited, or its metadata "
+                       f"is another model's; export the run again. Nothing was built")
