@@ -7,6 +7,7 @@ run that is refused."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -24,11 +25,16 @@ def config(tmp_path, monkeypatch) -> Path:
 
 
 def refused(capsys, run: Path, *argv: str) -> str:
-    """``memread ARGV`` exits 2 with one error line, and ``run`` was not written: that line."""
+    """``memread ARGV`` exits 2 with one error line, nothing on stdout, and ``run`` was not written: that line."""
+    from memread import cli
+
     before = saved(run)
-    code, err = run_cli(capsys, *argv)
+    capsys.readouterr()
+    code = cli.main(list(argv))
+    out, err = capsys.readouterr()
     line = one_error_line(err)
     assert code == 2, err
+    assert out == "", (line, out)  # nothing printed first (curves printed its table)
     assert saved(run) == before, line
     return line
 
@@ -128,3 +134,70 @@ def test_an_archive_whose_metadata_declares_another_model_is_refused_before_it_i
         line = refused(capsys, run, *argv)
         assert "its tensors do not fit the model its config builds" in line and "in the file, " in line, line
         assert f"reader.hidden = {hidden}" in line and "Nothing was built" in line, line
+
+
+# --------------------------------------------------------------------------- flags out of range
+
+
+@pytest.fixture
+def trained(config, tmp_path, capsys) -> Path:
+    run = tmp_path / "run"
+    assert run_cli(capsys, "train", str(config), "--run-dir", str(run), "--set", "train.max_steps=2")[0] == 0
+    return run
+
+
+def test_flags_out_of_range_are_one_line_before_any_work(trained, tmp_path, capsys):
+    (tmp_path / "in.jsonl").write_text('{"text": "the cat"}\n')
+    inputs = str(tmp_path / "in.jsonl")
+    cases = [  # each was a traceback (RuntimeError: negative dimension, NaN probabilities) or matplotlib's ValueError
+        (["eval", str(trained), "--batch-size", "-3"], "--batch-size must be at least 0"),
+        (["match-params", "kvp", "--vocab", "-5"], "--vocab must be at least 1, got -5"),
+        (["predict", str(trained), inputs, "--generate", "3", "--sample", "--temperature", "nan"],
+         "--temperature must be a number greater than 0, got nan"),
+        (["predict", str(trained), inputs, "--generate", "3", "--temperature", "-1"], "--temperature must be"),
+        (["predict", str(trained), inputs, "--generate", "100000"], "--generate must be in [0, 10000]"),
+        (["predict", str(trained), inputs, "--batch-size", "0"], "--batch-size must be at least 1"),
+        (["curves", str(trained), "--out", str(tmp_path / "x.pt")], "matplotlib writes no .pt pictures"),
+    ]
+    for argv, message in cases:
+        line = refused(capsys, trained, *argv)
+        assert message in line, (argv, line)
+    assert not (tmp_path / "x.pt").exists()
+
+
+# --------------------------------------------------------------------------- memread predict's input
+
+
+@pytest.mark.parametrize("stdin_encoding", ["utf-8", "latin-1"])  # strict: a traceback; the locale's: silent
+def test_undecodable_input_is_one_line_naming_its_line_from_stdin_as_from_a_file(trained, tmp_path, capsys,
+                                                                                 monkeypatch, stdin_encoding):
+    import io
+
+    data = '{"text": "the cat"}\n{"text": "the café"}\n'.encode("latin-1")
+    monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(data), encoding=stdin_encoding))
+    line = refused(capsys, trained, "predict", str(trained))
+    assert "stdin:2: not UTF-8 text" in line and "Nothing was predicted" in line, line
+    (tmp_path / "in.jsonl").write_bytes(data)
+    line = refused(capsys, trained, "predict", str(trained), str(tmp_path / "in.jsonl"))
+    assert f"{tmp_path / 'in.jsonl'}:2: not UTF-8 text" in line, line
+
+
+def test_an_input_over_the_size_limit_is_refused_and_nothing_is_predicted(trained, tmp_path, capsys):
+    """A 50 MB cloze document took 14.7 GB and ended in std::bad_alloc; a 50 MB text 90 s with no end in sight."""
+    from memread.errors import MemreadError
+    from memread.inference.predictor import MAX_GENERATE, MAX_INPUT_CHARS, load
+
+    big = "the cat " * (MAX_INPUT_CHARS // 8 + 1)
+    path = tmp_path / "in.jsonl"
+    path.write_text('{"text": "the cat"}\n' + json.dumps({"text": big}) + "\n")
+    line = refused(capsys, trained, "predict", str(trained), str(path))
+    assert f"in.jsonl:2: an input line of {len(json.dumps({'text': big})):,} characters is over the limit of " \
+           f"{MAX_INPUT_CHARS:,}" in line and "Nothing was predicted" in line, line
+    predictor = load(trained, tmp_path)
+    with pytest.raises(MemreadError, match=rf"input:1: an input of {len(big):,} characters is over the limit"):
+        predictor.predict([big])
+    with pytest.raises(MemreadError, match=rf"steps must be in \[0, {MAX_GENERATE}\]"):
+        predictor.generate("the cat", MAX_GENERATE + 1)
+    with pytest.raises(MemreadError, match="temperature a number > 0, got 3 and nan"):
+        predictor.generate("the cat", 3, sample=True, temperature=float("nan"))
+    assert len(predictor.generate("the cat", 3).tokens) == 3

@@ -66,6 +66,12 @@ def _device(args: argparse.Namespace) -> str:
         raise MemreadError(f"--device {name!r}: not a device (auto, cpu, cuda, cuda:N or mps)") from None
 
 
+def _at_least(flag: str, value: float, low: float, note: str = "") -> None:
+    """Refuse a number flag below ``low`` (or NaN) in one line, before any work is done."""
+    if not value >= low:  # NaN is refused too
+        raise MemreadError(f"{flag} must be at least {low}{note}, got {value}")
+
+
 def _add_data_root(p: argparse.ArgumentParser) -> None:
     p.add_argument("--data-root", default=None,
                    help="folder holding the datasets (default: $MEMREAD_DATA, else the one a run given here was "
@@ -154,20 +160,20 @@ def cmd_predict(args: argparse.Namespace) -> int:
 
     from memread.data.root import data_root
     from memread.data.text import json_line
-    from memread.inference.predictor import load, to_json
+    from memread.inference.predictor import MAX_INPUT_CHARS, load, to_json
 
+    _check_predict_flags(args)
     where_name = "stdin" if args.input == "-" else args.input
-    if args.input == "-":
-        text = sys.stdin.read()
+    if args.input == "-":  # bytes, decoded strictly as a file is, whatever the locale says
+        stdin = getattr(sys.stdin, "buffer", None)
+        text = _utf8(stdin.read(), where_name) if stdin is not None else sys.stdin.read()
     else:
         try:
-            text = Path(args.input).read_text(encoding="utf-8")
+            text = _utf8(Path(args.input).read_bytes(), where_name)
         except OSError as e:
             from memread.errors import os_error_line
 
             raise MemreadError(os_error_line(e, args.input)) from None
-        except UnicodeDecodeError as e:
-            raise MemreadError(f"{args.input}: not UTF-8 text ({e.reason} at byte {e.start})") from None
     device = _device(args)
     predictor = load(args.run_dir, data_root(args.data_root, run=args.run_dir), device, args.checkpoint)
     items, errors = [], []
@@ -175,6 +181,9 @@ def cmd_predict(args: argparse.Namespace) -> int:
         if not line.strip():
             continue
         where = f"{where_name}:{n}"
+        if len(line) > MAX_INPUT_CHARS:  # before parsing it: a 50 MB document took 14.7 GB, then std::bad_alloc
+            raise MemreadError(f"{where}: an input line of {len(line):,} characters is over the limit of "
+                               f"{MAX_INPUT_CHARS:,}; split it into smaller inputs. Nothing was predicted")
         try:
             record = json_line(line, where, objects=False)  # a plain string is an input too (lm, classify, ...)
             example = predictor.example(record, where)
@@ -271,6 +280,34 @@ def _add_explore(sub) -> None:
     p.set_defaults(func=cmd_explore)
 
 
+def _utf8(data: bytes, where: str) -> str:
+    """``data`` decoded as UTF-8, strictly: undecodable bytes are one line naming the input line and column."""
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = data.count(b"\n", 0, e.start) + 1
+        column = e.start - data.rfind(b"\n", 0, e.start)
+        raise MemreadError(f"{where}:{line}: not UTF-8 text ({e.reason} at column {column}); save the input as "
+                           f"UTF-8. Nothing was predicted") from None
+
+
+def _check_predict_flags(args: argparse.Namespace) -> None:
+    """``memread predict``'s numbers, refused in one line before the input or the model is read."""
+    import math
+
+    from memread.inference.predictor import MAX_GENERATE
+
+    for flag, value in (("--batch-size", args.batch_size), ("--beam", args.beam), ("--max-len", args.max_len)):
+        _at_least(flag, value, 1)
+    if not 0 <= args.generate <= MAX_GENERATE:
+        raise MemreadError(f"--generate must be in [0, {MAX_GENERATE}] tokens "
+                           f"(memread.inference.predictor.MAX_GENERATE), got {args.generate}")
+    if not (0 < args.temperature < math.inf):  # NaN too: it sampled from NaN probabilities, a traceback
+        raise MemreadError(f"--temperature must be a number greater than 0, got {args.temperature}")
+    if args.seed is not None and not abs(args.seed) <= 10**12:
+        raise MemreadError(f"--seed must be in [-10^12, 10^12], got {args.seed}")
+
+
 def _launch_torchrun(args: argparse.Namespace) -> int:
     """``memread train --nproc N ...``: the same command under PyTorch's own launcher (torchrun, one machine)."""
     from torch.distributed.run import main as torchrun
@@ -303,6 +340,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     from memread.experiment import load_trained
     from memread.training.loop import evaluate
 
+    _at_least("--batch-size", args.batch_size, 0, " (0: the run's own evaluation batch size)")
     device = _device(args)
     cfg, task, model = load_trained(Path(args.run_dir), data_root(args.data_root, run=args.run_dir), args.checkpoint,
                                     device, context=args.context)
@@ -433,6 +471,8 @@ def cmd_match_params(args: argparse.Namespace) -> int:
     from memread.bench.readers import reader_config
     from memread.params import lm_parameters, match_lm_hidden
 
+    for flag, value in (("--vocab", args.vocab), ("--emb", args.emb), ("--hidden", args.hidden)):
+        _at_least(flag, value, 1)
     cfg = reader_config(args.reader, args.hidden, args.set)
     if "hidden" not in {f.name for f in dataclasses.fields(cfg)}:
         raise MemreadError(f"match-params: reader {args.reader!r} has no hidden size to choose")
@@ -500,6 +540,10 @@ def cmd_attention_span(args: argparse.Namespace) -> int:
 def cmd_curves(args: argparse.Namespace) -> int:
     from memread.tools.curves import curves_png, curves_table, read_curve, run_names
 
+    if args.out != "-":  # before the runs are read or the table printed
+        from memread.tools.viz import check_picture_path
+
+        check_picture_path(Path(args.out))
     runs = [Path(r) for r in args.run_dirs]
     curves = [read_curve(r, args.metric, name) for r, name in zip(runs, run_names(runs))]
     print(curves_table(curves))
@@ -734,7 +778,12 @@ def build_parser() -> argparse.ArgumentParser:
     _add_data_root(p)
     p.set_defaults(func=cmd_export)
 
-    p = sub.add_parser("predict", help="apply a trained run or archive to new inputs: JSON lines in, JSON lines out")
+    from memread.inference.predictor import MAX_GENERATE, MAX_INPUT_CHARS
+
+    p = sub.add_parser("predict", help="apply a trained run or archive to new inputs: JSON lines in, JSON lines out",
+                       description=f"Apply a trained run or archive to new inputs: JSON lines in (UTF-8), JSON lines "
+                                   f"out, in order. Limits: an input line of at most {MAX_INPUT_CHARS:,} characters, "
+                                   f"--generate at most {MAX_GENERATE:,} tokens; beyond them nothing is predicted.")
     p.add_argument("run_dir", help="a run directory or a model archive (memread export)")
     p.add_argument("input", nargs="?", default="-", help="JSON-lines file of inputs ('-' or none: stdin); formats in "
                    "memread.data.records: {\"text\": ...} (lm, classify, document), {\"premise\", \"hypothesis\"}, "
@@ -743,7 +792,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--checkpoint", default="best", choices=["best", "last"])
     p.add_argument("--attention", action="store_true", help="add the model's attention trace where its reader has one")
     p.add_argument("--generate", type=int, default=0, metavar="N",
-                   help="language models: continue each text by N tokens (its words, as generate(text) reads them)")
+                   help=f"language models: continue each text by N tokens (its words, as generate(text) reads "
+                        f"them; at most {MAX_GENERATE:,})")
     p.add_argument("--sample", action="store_true", help="with --generate: sample instead of the most probable token")
     p.add_argument("--temperature", type=float, default=1.0)
     p.add_argument("--seed", type=int, default=None,

@@ -21,6 +21,11 @@ document       ``"text ..."`` or ``{"sentences": [...]}``        :class:`Rating`
 The record formats are :mod:`memread.data.records`' (the same that ``[data] name = "jsonl-..."`` reads);
 a label in an input is not needed and is ignored. ``attention=True`` adds the model's attention trace
 for each input where its reader returns one (LSTMN intra-attention, window weights, IAA glimpses, ...).
+
+Limits: an input is at most :data:`MAX_INPUT_CHARS` characters of text (its strings together; a 50 MB cloze
+document took 14.7 GB and ended in ``std::bad_alloc``), and ``generate`` continues a prompt by at most
+:data:`MAX_GENERATE` tokens; more is refused with one :class:`MemreadError` naming the input. Split a longer text
+into several inputs.
 """
 
 from __future__ import annotations
@@ -37,6 +42,20 @@ from memread.data.records import record_example, record_options, tokenize
 from memread.data.sentence_lm import START, lines_at_eos, start_id
 from memread.errors import MemreadError
 from memread.training.distributed import to_device
+
+MAX_INPUT_CHARS = 1_000_000  # characters of text in one input (a long novel); memory and time grow with it
+MAX_GENERATE = 10_000  # tokens one generate() call adds (about 20 s of a small LM on a CPU core)
+
+
+def input_chars(item: Any) -> int:
+    """The characters of text in an input: its strings, inside records and lists too."""
+    if isinstance(item, str):
+        return len(item)
+    if isinstance(item, dict):
+        return sum(input_chars(k) + input_chars(v) for k, v in item.items())
+    if isinstance(item, (list, tuple)):
+        return sum(input_chars(v) for v in item)
+    return 0
 
 
 @dataclass
@@ -159,7 +178,12 @@ class Predictor:
         raise MemreadError(f"{where}: an input must be a string or a JSON object, got {type(item).__name__}")
 
     def example(self, item: Any, where: str) -> Any:
-        """One raw input -> the pipeline's example (one clear error naming ``where`` and the field)."""
+        """One raw input -> the pipeline's example (one clear error naming ``where`` and the field); an input over
+        :data:`MAX_INPUT_CHARS` is refused."""
+        n = input_chars(item)
+        if n > MAX_INPUT_CHARS:
+            raise MemreadError(f"{where}: an input of {n:,} characters is over the limit of {MAX_INPUT_CHARS:,} "
+                               f"(memread.inference.predictor.MAX_INPUT_CHARS); split it into smaller inputs")
         return record_example(self.task.data, self._record(item, where), where, labelled=False)
 
     def examples(self, inputs: Iterable[Any], where: str = "input") -> list[Any]:
@@ -285,12 +309,17 @@ class Predictor:
     def generate(self, prompt: str | list[str], steps: int = 20, sample: bool = False, temperature: float = 1.0,
                  seed: int | None = None) -> Continuation:
         """Continue ``prompt`` by ``steps`` tokens: greedy, or sampled at ``temperature`` (``seed`` for a
-        repeatable draw). A language model only. A model of sentences read alone (``data.context =
-        "sentence"``) reads ``<s>`` before the prompt and stops after the ``<eos>`` that ends the sentence."""
+        repeatable draw). A language model only; at most :data:`MAX_GENERATE` steps, and the prompt is an input
+        (:data:`MAX_INPUT_CHARS`). A model of sentences read alone (``data.context = "sentence"``) reads ``<s>``
+        before the prompt and stops after the ``<eos>`` that ends the sentence."""
         if self.kind != "lm":
             raise MemreadError(f"generate needs a language model; this is a {self.kind} model")
-        if steps < 0 or temperature <= 0:
-            raise MemreadError(f"steps must be >= 0 and temperature > 0, got {steps} and {temperature}")
+        if not 0 <= steps <= MAX_GENERATE or not 0 < temperature < math.inf:  # NaN is refused too
+            raise MemreadError(f"steps must be in [0, {MAX_GENERATE}] and temperature a number > 0, got {steps} and "
+                               f"{temperature}")
+        if input_chars(prompt) > MAX_INPUT_CHARS:
+            raise MemreadError(f"a prompt of {input_chars(prompt):,} characters is over the limit of "
+                               f"{MAX_INPUT_CHARS:,} (memread.inference.predictor.MAX_INPUT_CHARS)")
         self.model.eval()
         words = tokenize(prompt, record_options(self.task.data)["lowercase"]) if isinstance(prompt, str) else list(prompt)
         if not words:

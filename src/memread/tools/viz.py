@@ -12,18 +12,29 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
 
-def save(fig, path: Path, dpi: int = 120) -> Path:
-    """Lay out ``fig``, write it to ``path`` as PNG (folders made as needed), close it; a run's own file
-    (``RUN/checkpoint_best.pt``, ...) is refused, not replaced."""
+def check_picture_path(path: Path) -> Path:
+    """Refuse a path a picture cannot be written to, in one line: a run's own file (``RUN/checkpoint_best.pt``,
+    ...), or a name whose suffix is no format matplotlib writes (``--out x.pt``). The verbs call it before any
+    work, so that nothing is read, printed or written for a picture that cannot be saved."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
     from memread.errors import MemreadError
     from memread.training.checkpoint import refuse_run_file
 
     path = Path(path)
+    refuse_run_file(path, "a PNG", "picture.png")
+    kind = path.suffix.lower().lstrip(".")
+    if kind and kind not in FigureCanvasAgg.get_supported_filetypes():  # was matplotlib's ValueError, a traceback
+        raise MemreadError(f"{path}: matplotlib writes no .{kind} pictures; name it .png (or .pdf, .svg)")
+    return path
+
+
+def save(fig, path: Path, dpi: int = 120) -> Path:
+    """Lay out ``fig``, write it to ``path`` as PNG (folders made as needed), close it; a run's own file
+    (``RUN/checkpoint_best.pt``, ...) or a format matplotlib does not write is refused (:func:`check_picture_path`)."""
+    path = Path(path)
     try:
-        refuse_run_file(path, "a PNG", "picture.png")
-        kind = path.suffix.lower().lstrip(".")
-        if kind and kind not in fig.canvas.get_supported_filetypes():  # was matplotlib's ValueError, a traceback
-            raise MemreadError(f"{path}: matplotlib writes no .{kind} pictures; name it .png (or .pdf, .svg)")
+        check_picture_path(path)
     except BaseException:
         plt.close(fig)
         raise
