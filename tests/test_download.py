@@ -34,8 +34,9 @@ import pytest
 from memread.cli import main
 from memread.data import catalog
 from memread.data import download as dl
+from memread.data import extract, formats
 from memread.data.babi import TASK_NAMES, babi_path, read_babi
-from memread.data.iwslt import LANGS, read_iwslt
+from memread.data.iwslt import LANGS, check_iwslt, read_iwslt
 from memread.errors import MemreadError
 
 SPLITS = ("train", "valid", "test")
@@ -868,12 +869,12 @@ def test_an_interrupt_while_checking_iwslt14_keeps_the_files_for_the_next_run(se
     def interrupted(*args, **kw):
         raise KeyboardInterrupt
 
-    monkeypatch.setitem(dl.SET_CHECKS, "iwslt", interrupted)
+    monkeypatch.setitem(formats.SET_CHECKS, "iwslt", interrupted)
     with pytest.raises(KeyboardInterrupt):
         dl.download(IWSLT, root, url=base)
     assert snapshot(root, skip_downloads=True) == {}
     assert all((root / dl.DOWNLOADS / f"{IWSLT}-{f}.part").read_bytes() == fixture_iwslt[f] for f in IWSLT_FILES)
-    monkeypatch.setitem(dl.SET_CHECKS, "iwslt", dl.check_iwslt)
+    monkeypatch.setitem(formats.SET_CHECKS, "iwslt", check_iwslt)
     served.files.clear()  # the next run needs no server: every file is complete
     assert dl.download(IWSLT, root, url=base) == root / IWSLT
     assert len(served.requests) == len(IWSLT_FILES) and not (root / dl.DOWNLOADS).exists()
@@ -1110,14 +1111,14 @@ def test_the_aclimdb_repack_reproduces_the_benchmark_tar(real_data, tmp_path):
                 assert re.fullmatch(member.pattern, rel), info.name
                 (files / rel).parent.mkdir(parents=True, exist_ok=True)
                 (files / rel).write_bytes(tar.extractfile(info).read())
-    assert dl._repack(files, "aclImdb", tmp_path / "out.tar.gz") == member.sha256
+    assert extract._repack(files, "aclImdb", tmp_path / "out.tar.gz") == member.sha256
 
 
 def test_the_fetch_refuses_nothing_it_should_not_touch(tmp_path):
     """Archive member names are cleaned and matched, never used as paths."""
-    assert dl._below("x/cnn/questions/test/a.question", "cnn/questions/test") == "a.question"
-    assert not dl._safe("../../escaped.question") and not dl._safe("a//b") and dl._safe("train/pos/0_9.txt")
-    assert dl._clean("./simple-examples/data/ptb.train.txt") == "simple-examples/data/ptb.train.txt"
-    assert dl._ignored("__MACOSX/snli_1.0/._snli_1.0_dev.jsonl")
+    assert extract._below("x/cnn/questions/test/a.question", "cnn/questions/test") == "a.question"
+    assert not extract._safe("../../escaped.question") and not extract._safe("a//b") and extract._safe("train/pos/0_9.txt")
+    assert extract._clean("./simple-examples/data/ptb.train.txt") == "simple-examples/data/ptb.train.txt"
+    assert extract._ignored("__MACOSX/snli_1.0/._snli_1.0_dev.jsonl")
     with pytest.raises(MemreadError, match="no download for 'nope'"):
         dl.download("nope", tmp_path)

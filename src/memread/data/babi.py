@@ -98,3 +98,11 @@ def read_babi(path: Path, task: int | None = None, max_sentences: int = 0) -> li
 
 def answer_in_story(ex: ClozeExample) -> bool:
     return ex.answer in ex.candidates
+
+
+# the check `memread data download` runs on each file it extracts (memread.data.formats.CHECKS): the number of
+# records, or MemreadError
+
+
+def check_babi(path: Path) -> int:
+    return len(read_babi(path, max_sentences=1))  # one sentence of context each: little memory

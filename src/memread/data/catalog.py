@@ -14,7 +14,7 @@ written is named here), and is checked before anything is moved into place:
   official one): the file's structure is checked by memread's own reader for it (``check``), and its
   number of records (lines, questions, files) where the official count is known (``count``).
 
-A dataset may also name a ``check`` over its files together (``memread.data.download.SET_CHECKS``):
+A dataset may also name a ``check`` over its files together (``memread.data.formats.SET_CHECKS``):
 IWSLT14's unpinned train files must be line-aligned across languages and with their ``.wmixerprep``
 versions, word for word.
 
@@ -34,7 +34,7 @@ class Member:
     path: str  # where it is written, relative to the dataset folder (a folder, for kind "tree")
     source: str  # its name in the archive: the whole name, or its end after any leading folders
     sha256: str | None = None  # of the extracted bytes (before any gzip here); None: not pinned
-    check: str = ""  # structure check when nothing is pinned (memread.data.download.CHECKS)
+    check: str = ""  # structure check when nothing is pinned (memread.data.formats.CHECKS)
     count: int | None = None  # records the check must find (lines, questions, files), when known
     # "file": one archive member; "tree": every member directly under folder ``source`` whose name
     # fullmatches ``pattern`` (``count`` is then the number of files); "tar": the members under ``source``
@@ -66,7 +66,7 @@ class Dataset:
     # own as <url>/<member source> (MEMREAD_DOWNLOAD_BASE/<member source> when that is set)
     kind: str = "archive"
     size_estimated: bool = False  # size is an estimate (not every file's size is published or known)
-    check: str = ""  # a check over the dataset's files together (memread.data.download.SET_CHECKS)
+    check: str = ""  # a check over the dataset's files together (memread.data.formats.SET_CHECKS)
 
     @property
     def required(self) -> tuple[Member, ...]:

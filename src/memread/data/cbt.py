@@ -97,3 +97,46 @@ def write_cbt(examples: list[ClozeExample], path: Path) -> None:
             for i, sentence in enumerate(ex.context, 1):
                 f.write(f"{i} {' '.join(sentence)}\n")
             f.write(f"{len(ex.context) + 1} {' '.join(ex.query)}\t{ex.answer}\t\t{'|'.join(ex.candidates)}\n\n")
+
+
+# the check `memread data download` runs on each file it extracts (memread.data.formats.CHECKS): the number of
+# records, or MemreadError
+
+
+def check_cbt(path: Path, context_lines: int = 20) -> int:
+    """CBT questions, streamed (memread.data.cbt.read_cbt's rules, without keeping the questions)."""
+    questions, context = 0, 0
+    for lineno, line in read_lines(path):
+        if line.startswith(BOOK_TITLE) and not context:
+            continue
+        if not line.strip():
+            if context:
+                raise MemreadError(f"{path.name}:{lineno}: blank line inside a question")
+            continue
+        number, _, text = line.partition(" ")
+        if not number.isdigit() or int(number) != context + 1:
+            raise MemreadError(f"{path.name}:{lineno}: expected line number {context + 1}, got {line[:40]!r}")
+        if "\t" not in text:
+            context += 1
+            continue
+        fields = text.split("\t")
+        if len(fields) != 4 or fields[2] != "" or BLANK not in fields[0].split() \
+                or not fields[1] or fields[1] not in fields[3].split("|"):
+            raise MemreadError(f"{path.name}:{lineno}: not a CBT query line 'N query<TAB>answer<TAB><TAB>c1|c2|...'")
+        if context != context_lines:
+            raise MemreadError(f"{path.name}:{lineno}: {context} context lines, expected {context_lines}")
+        questions, context = questions + 1, 0
+    if context:
+        raise MemreadError(f"{path.name}: ends inside a question")
+    return questions
+
+
+def check_cbt_books(path: Path) -> int:
+    books = 0
+    for lineno, line in read_lines(path):
+        if lineno == 1 and not line.startswith(BOOK_TITLE):
+            raise MemreadError(f"{path.name}:1: expected a '{BOOK_TITLE} : name' line, got {line[:40]!r}")
+        books += line.startswith(BOOK_TITLE)
+    if not books:
+        raise MemreadError(f"{path.name}: empty")
+    return books

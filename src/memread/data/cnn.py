@@ -60,3 +60,12 @@ def read_questions(folder: Path) -> list[ClozeExample]:
     if not paths:
         raise MemreadError(f"{folder}: no .question files")
     return [read_question(p) for p in paths]
+
+
+# the check `memread data download` runs on each file it extracts (memread.data.formats.CHECKS): the number of
+# records, or MemreadError
+
+
+def check_rc_question(path: Path) -> int:
+    read_question(path)
+    return 1

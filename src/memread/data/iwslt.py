@@ -22,12 +22,20 @@ dropped (``max_len = 0``: none); so are pairs with an empty side (the model coul
 
 from __future__ import annotations
 
+import gzip
+import zlib
+from collections.abc import Iterator
 from dataclasses import dataclass
+from itertools import zip_longest
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from memread.data.root import find_file
 from memread.data.text import read_lines
 from memread.errors import MemreadError
+
+if TYPE_CHECKING:
+    from memread.data.catalog import Dataset
 
 FOLDER = "iwslt14-de-en"
 LANGS = ("de", "en")
@@ -84,3 +92,58 @@ def read_iwslt(root: Path, split: str, source: str = "en", unk_mapped: bool = Fa
             continue
         pairs.append(TranslationPair(s, t, lineno))
     return pairs, dropped
+
+
+# the check `memread data download` runs over the dataset's files together (memread.data.formats.SET_CHECKS)
+
+
+def _raw_lines(path: Path, name: str) -> Iterator[tuple[str, bool]]:
+    """``(line, whether it ended with a newline)`` for every line of a plain or gzipped UTF-8 file."""
+    try:
+        with (gzip.open if path.suffix == ".gz" else open)(path, "rb") as f:
+            for lineno, raw in enumerate(f, 1):
+                if b"\x00" in raw:
+                    raise MemreadError(f"{name}:{lineno}: NUL byte in a text file")
+                try:
+                    line = raw.decode("utf-8")
+                except UnicodeDecodeError as e:
+                    raise MemreadError(f"{name}:{lineno}: not UTF-8 text ({e.reason} at column {e.start + 1})") \
+                        from None
+                yield line, line.endswith("\n")
+    except (gzip.BadGzipFile, EOFError, zlib.error) as e:
+        raise MemreadError(f"{name}: not a readable gzip file ({e})") from None
+
+
+def check_iwslt(spec: Dataset, files: dict[str, Path], fetched: set[str]) -> None:
+    """Each split with a file fetched in this run: the four files ``{de,en}[.wmixerprep]`` have the same
+    number of lines, every file ends with a newline, and each ``.wmixerprep`` line has the raw line's words
+    with some replaced by ``<unk>`` (MIXER's rare-word mapping: as many words, each the same or <unk>)."""
+    for split in SPLITS:
+        names = [f"{split}.de-en.{lang}{x}" for lang in LANGS for x in ("", ".wmixerprep")]
+        if not fetched & set(names) or not all(n in files for n in names):
+            continue
+        streams = [_raw_lines(files[n], n) for n in names]
+        counts, ended = [0] * 4, [True] * 4
+        for lineno, rows in enumerate(zip_longest(*streams), 1):
+            for k, row in enumerate(rows):
+                if row is not None:
+                    counts[k], ended[k] = lineno, row[1]
+            if any(row is None for row in rows):
+                continue  # the line counts differ: reported below
+            for raw, mapped, raw_name, mapped_name in ((rows[0][0], rows[1][0], names[0], names[1]),
+                                                       (rows[2][0], rows[3][0], names[2], names[3])):
+                a, b = raw.split(), mapped.split()
+                if len(a) != len(b):
+                    raise MemreadError(f"{mapped_name}:{lineno} has {len(b)} words, {raw_name}:{lineno} has {len(a)}")
+                bad = next((i for i, (u, v) in enumerate(zip(a, b)) if u != v and v != "<unk>"), None)
+                if bad is not None:
+                    raise MemreadError(f"{mapped_name}:{lineno}: word {bad + 1} is {b[bad]!r}, expected "
+                                       f"{a[bad]!r} or <unk> as in {raw_name}")
+        if len(set(counts)) > 1:
+            raise MemreadError(f"{split} is not line-aligned: " + ", ".join(f"{n} has {c:,} lines"
+                                                                           for n, c in zip(names, counts)))
+        if not counts[0]:
+            raise MemreadError(f"{names[0]} and the other {split} files are empty")
+        for n, c, e in zip(names, counts, ended):
+            if not e:
+                raise MemreadError(f"{n}:{c}: the file does not end with a newline (truncated?)")

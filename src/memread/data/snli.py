@@ -15,11 +15,12 @@ so that results trained on the sample are never reported as full-SNLI numbers.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from pathlib import Path
 
 from memread.data.sst import unescape_ptb
-from memread.data.text import read_jsonl
+from memread.data.text import read_jsonl, read_lines
 from memread.errors import MemreadError
 
 SNLI_LABELS = ("entailment", "neutral", "contradiction")
@@ -95,3 +96,23 @@ def read_snli(path: Path) -> tuple[list[PairExample], int]:
     if not examples:
         raise MemreadError(f"{path}: no labelled pairs found")
     return examples, dropped
+
+
+# the check `memread data download` runs on each file it extracts (memread.data.formats.CHECKS): the number of
+# records, or MemreadError
+
+
+def check_snli(path: Path) -> int:
+    n = 0
+    for lineno, line in read_lines(path):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise MemreadError(f"{path.name}:{lineno}: invalid JSON ({e.msg})") from None
+        if not isinstance(record, dict) or record.get("gold_label") not in (*SNLI_LABELS, NO_LABEL) \
+                or not isinstance(record.get("sentence1"), str) or not isinstance(record.get("sentence2"), str):
+            raise MemreadError(f"{path.name}:{lineno}: not an SNLI record (gold_label, sentence1, sentence2)")
+        n += 1
+    return n

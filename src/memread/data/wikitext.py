@@ -78,3 +78,21 @@ def read_wikitext(path: Path) -> list[list[str]]:
 def map_numbers(tokens: list[str], symbol: str = "N") -> list[str]:
     """Every number token (``1990``, ``3.5``, ``1,000``, ``12:30``) becomes ``symbol``."""
     return [symbol if NUMBER.match(t) else t for t in tokens]
+
+
+# the check `memread data download` runs on each file it extracts (memread.data.formats.CHECKS): the number of
+# records, or MemreadError
+
+
+def check_wikitext(path: Path) -> int:
+    n, first = 0, None
+    for n, line in read_lines(path):
+        if first is None and line.strip():
+            first = line
+            if not is_article_title(line):
+                raise MemreadError(f"{path.name}:{n}: expected an article title '= Title =', got {line[:40]!r}")
+        if EOS in line.split():
+            raise MemreadError(f"{path.name}:{n}: literal {EOS} inside a line")
+    if first is None:
+        raise MemreadError(f"{path.name}: no text")
+    return n
