@@ -201,3 +201,102 @@ def test_an_input_over_the_size_limit_is_refused_and_nothing_is_predicted(traine
     with pytest.raises(MemreadError, match="temperature a number > 0, got 3 and nan"):
         predictor.generate("the cat", 3, sample=True, temperature=float("nan"))
     assert len(predictor.generate("the cat", 3).tokens) == 3
+
+
+# --------------------------------------------------------------------------- Ctrl-C
+
+
+def interrupted(capsys, *argv: str) -> str:
+    """``memread ARGV`` interrupted: exit status 130, one line, no traceback: that line."""
+    from memread import cli
+
+    capsys.readouterr()
+    code = cli.main(list(argv))
+    err = capsys.readouterr().err
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert code == 130 and "Traceback" not in err and "KeyboardInterrupt" not in err, err
+    assert len(lines) == 1 or lines[0].startswith("run directory:") and len(lines) == 2, err
+    return lines[-1]
+
+
+def interrupt(*_, **__):
+    raise KeyboardInterrupt
+
+
+def test_ctrl_c_at_start_up_in_the_final_evaluation_and_in_eval_says_what_is_kept(config, tmp_path, capsys,
+                                                                                   monkeypatch):
+    """Only fit() caught KeyboardInterrupt: at start-up, in the final evaluation or in memread eval it was a
+    traceback. Each way out the line names is taken here."""
+    from memread import experiment
+    from memread.training import loop
+
+    run = tmp_path / "run"
+    train = ["train", str(config), "--run-dir", str(run), "--set", "train.max_steps=2"]
+    with monkeypatch.context() as m:
+        m.setattr(experiment, "build_task", interrupt)
+        line = interrupted(capsys, *train)
+    assert line == "memread: interrupted before training began: nothing was trained; the same command starts the " \
+                   "run again", line
+    assert not run.exists()
+
+    with monkeypatch.context() as m:
+        m.setattr(experiment, "final_evaluation", interrupt)
+        line = interrupted(capsys, *train)
+    assert "interrupted in the final evaluation" in line and "checkpoints are saved" in line, line
+    assert f"memread train --resume {run} runs the final evaluation again" in line, line
+    assert (run / "checkpoint_best.pt").exists() and not (run / "final.json").exists()
+    code, err = run_cli(capsys, "train", "--resume", str(run))  # the way out it names
+    assert code == 0 and (run / "final.json").exists(), err
+
+    with monkeypatch.context() as m:
+        m.setattr(experiment, "resume_run", interrupt)
+        line = interrupted(capsys, "train", "--resume", str(run), "--set", "train.max_steps=4")
+    assert line == f"memread: interrupted before training went on: the run is as its last checkpoint left it; " \
+                   f"continue with: memread train --resume {run}", line
+
+    before = saved(run)
+    with monkeypatch.context() as m:
+        m.setattr(loop, "evaluate", interrupt)
+        line = interrupted(capsys, "eval", str(run))
+    assert line == "memread: interrupted in the evaluation: nothing was written", line
+    assert saved(run) == before
+
+
+# --------------------------------------------------------------------------- --nproc N
+
+
+def test_a_batch_that_does_not_split_over_the_processes_is_refused_before_torchrun(config, tmp_path, capsys,
+                                                                                    monkeypatch):
+    """``--nproc 3`` with a stream of 8 columns: the right line came from the processes, after they had written
+    the run folder, then about 50 lines of torchrun's ChildFailedError."""
+    import torch.distributed.run
+
+    monkeypatch.setattr(torch.distributed.run, "main", lambda *a, **k: pytest.fail("torchrun was started"))
+    run = tmp_path / "run"
+    line = refused(capsys, run, "train", str(config), "--run-dir", str(run), "--nproc", "3")
+    assert "the stream's 8 columns do not split evenly over 3 processes" in line, line
+    assert "multiple of 3" in line and "Nothing was started or written" in line, line
+    assert not run.exists()
+
+
+@pytest.mark.slow
+def test_a_process_that_fails_under_torchrun_is_one_line_without_torchruns_report(config, tmp_path, capsys):
+    import subprocess
+    import sys
+
+    import torch.distributed as dist
+
+    from conftest import subprocess_env
+
+    if not dist.is_available() or not dist.is_gloo_available():
+        pytest.skip("torch.distributed with gloo is not available here")
+    run = tmp_path / "run"
+    assert run_cli(capsys, "train", str(config), "--run-dir", str(run), "--set", "train.max_steps=2")[0] == 0
+    before = saved(run)
+    done = subprocess.run([sys.executable, "-m", "memread", "train", str(config), "--run-dir", str(run), "--nproc", "2",
+                           "--set", 'train.device="cpu"'], env=subprocess_env(MEMREAD_DATA=str(tmp_path)),
+                          capture_output=True, text=True, timeout=600)
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    assert done.returncode == 2 and len(lines) == 1, done.stderr  # was ~50 lines: Failures, Root Cause, W/E logs
+    assert lines[0].startswith("memread: error:") and "already holds a run" in lines[0], lines
+    assert saved(run) == before

@@ -90,11 +90,14 @@ def cmd_train(args: argparse.Namespace) -> int:
     overrides = list(args.set) + ([f'train.device="{args.device}"'] if args.device else [])
     if args.resume:
         run_dir = Path(args.resume)
+        args.on_interrupt = (f"before training went on: the run is as its last checkpoint left it; continue with: "
+                             f"memread train --resume {run_dir}")
         where = placement(read_run_config(run_dir, overrides).train.device)
         trainer = resume_run(run_dir, root, overrides, where)
     else:
         if not args.config:
             raise MemreadError("train needs a CONFIG file, or --resume RUN_DIR")
+        args.on_interrupt = "before training began: nothing was trained; the same command starts the run again"
         cfg = load_experiment(args.config, overrides)
         run_dir = Path(args.run_dir) if args.run_dir else Path("runs") / Path(args.config).with_suffix("").name
         where = placement(cfg.train.device)
@@ -110,8 +113,18 @@ def cmd_train(args: argparse.Namespace) -> int:
             return 130
         except (MemreadError, OSError) as e:  # a fault while training: say how to go on from what is saved
             raise MemreadError(_with_resume_hint(e, run_dir)) from e
+        except (RuntimeError, MemoryError) as e:  # memory that ran out at a step: the same, one line
+            from memread.errors import allocation_failure
+
+            line = allocation_failure(e)
+            if line is None:
+                raise
+            raise MemreadError(_with_resume_hint(MemreadError(
+                f"out of memory while training ({line}): lower train.batch_size or the model's sizes"), run_dir)) from e
         if not where.main:
             return 0
+        args.on_interrupt = (f"in the final evaluation: training is over and its checkpoints are saved; memread "
+                             f"train --resume {run_dir} runs the final evaluation again (final.json)")
         result = final_evaluation(run_dir, root, progress=trainer.cfg.train.progress, device=str(where.device))
     print(_ending(trainer, run_dir), file=sys.stderr)
     print(json.dumps({"run_dir": str(run_dir), "stopped": trainer.stopped, **result}))
@@ -309,9 +322,16 @@ def _check_predict_flags(args: argparse.Namespace) -> None:
 
 
 def _launch_torchrun(args: argparse.Namespace) -> int:
-    """``memread train --nproc N ...``: the same command under PyTorch's own launcher (torchrun, one machine)."""
+    """``memread train --nproc N ...``: the same command under PyTorch's own launcher (torchrun, one machine).
+    The config, and a batch that splits over the processes, are checked here first, before any process starts or
+    writes the run folder; a process that fails has said why (process 0 speaks for all), and torchrun's report of
+    the failure is left out: one line, the failing process's exit status."""
+    import os
+
+    from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
     from torch.distributed.run import main as torchrun
 
+    _check_split(args)
     argv = ["train"] + ([args.config] if args.config else [])
     for flag, value in (("--run-dir", args.run_dir), ("--resume", args.resume), ("--data-root", args.data_root),
                         ("--device", args.device)):
@@ -319,8 +339,49 @@ def _launch_torchrun(args: argparse.Namespace) -> int:
             argv += [flag, value]
     for override in args.set:
         argv += ["--set", override]
-    torchrun(["--standalone", "--nproc-per-node", str(args.nproc), "--module", "memread", *argv])
+    os.environ.setdefault("OMP_NUM_THREADS", "1")  # torchrun's own default, without its four lines of warning
+    if not (args.debug or os.environ.get("MEMREAD_DEBUG", "") not in ("", "0")):
+        import logging
+
+        for name in ("torch.distributed.elastic", "torch.distributed.run"):  # its report of a failure: ours is one line
+            logging.getLogger(name).setLevel(logging.CRITICAL)
+    try:
+        torchrun(["--standalone", "--nproc-per-node", str(args.nproc), "--module", "memread", *argv])
+    except ChildFailedError as e:
+        failures = getattr(e, "failures", {}) or {}
+        first = getattr(failures.get(0), "exitcode", None)
+        if first in (2, 130):  # process 0 said why in its one line (an error, or an interrupt)
+            return first
+        rank, failure = min((r, f) for r, f in failures.items() if f.exitcode not in (-15, None)) \
+            if any(f.exitcode not in (-15, None) for f in failures.values()) else (0, failures.get(0))
+        code = getattr(failure, "exitcode", 1)
+        raise MemreadError(f"training with --nproc {args.nproc}: process {rank} failed (exit status {code}), and "
+                           f"only process 0 speaks: run it again with --debug to see every process's error") from None
     return 0
+
+
+def _check_split(args: argparse.Namespace) -> None:
+    """Before torchrun starts ``--nproc`` processes: the config reads, and its training batch splits evenly over
+    them (a stream's columns must; the processes refused it only after the run folder was written)."""
+    from memread.config import load_experiment
+    from memread.data.root import data_root
+    from memread.experiment import build_task, read_run_config
+
+    overrides = list(args.set) + ([f'train.device="{args.device}"'] if args.device else [])
+    if args.resume:
+        cfg = read_run_config(Path(args.resume), overrides)
+    elif not args.config:
+        raise MemreadError("train needs a CONFIG file, or --resume RUN_DIR")
+    else:
+        cfg = load_experiment(args.config, overrides)
+    if cfg.train.batch_size % args.nproc == 0:
+        return
+    task = build_task(cfg, data_root(args.data_root, run=args.resume))
+    batches = task.batches("train", cfg.train.batch_size, 0, cfg.train.seed)
+    try:
+        batches.shard(0, args.nproc)
+    except MemreadError as e:
+        raise MemreadError(f"{e}. Nothing was started or written") from None
 
 
 def _with_resume_hint(e: Exception, run_dir: Path) -> str:
@@ -341,6 +402,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     from memread.training.loop import evaluate
 
     _at_least("--batch-size", args.batch_size, 0, " (0: the run's own evaluation batch size)")
+    args.on_interrupt = "in the evaluation: nothing was written"
     device = _device(args)
     cfg, task, model = load_trained(Path(args.run_dir), data_root(args.data_root, run=args.run_dir), args.checkpoint,
                                     device, context=args.context)
@@ -1000,18 +1062,32 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run one verb. Ctrl-C (SIGINT) anywhere is one line that says what is kept, where a verb has told it
+    (``args.on_interrupt``), and exit status 130; ``--debug`` shows the traceback instead."""
     import os
 
-    args = build_parser().parse_args(argv)
+    try:
+        args = build_parser().parse_args(argv)
+    except KeyboardInterrupt:  # while its modules load
+        print("\nmemread: interrupted", file=sys.stderr)
+        return 130
     debug = args.debug or os.environ.get("MEMREAD_DEBUG", "") not in ("", "0")
     if os.environ.get("RANK", "0") != "0" and not debug:  # under torchrun process 0 speaks for all: one line, not N
         sys.stderr = open(os.devnull, "w")
     try:
         return args.func(args)
+    except KeyboardInterrupt:
+        if debug:
+            raise
+        kept = getattr(args, "on_interrupt", None)  # where it came and what is kept, as the verb says it
+        print(f"\nmemread: interrupted{f' {kept}' if kept else ''}", file=sys.stderr)
+        return 130
     except MemreadError as e:
         if debug:
             raise
         print(f"memread: error: {e}", file=sys.stderr)
+        if os.environ.get("RANK", "0") != "0":  # torchrun: let process 0 say it and end first (the rest are stopped)
+            time.sleep(2)
         return 2
     except OSError as e:  # a file the run or the data root cannot read or write
         if debug:
