@@ -40,7 +40,7 @@ def allocation_failure(e: BaseException) -> str | None:
     if not isinstance(e, MemoryError) and not any(s in text.lower() for s in _ALLOCATION):
         return None
     line = next((ln.strip() for ln in text.splitlines() if any(s in ln.lower() for s in _ALLOCATION)), "")
-    line = line.split("DefaultCPUAllocator: ", 1)[-1]  # "[enforce fail at alloc_cpu.cpp:127] err == 0. ..." less the C++
+    line = line.split("DefaultCPUAllocator: ", 1)[-1]  # less the C++: "[enforce fail at alloc_cpu.cpp:127] ..."
     return (line or type(e).__name__)[:200]
 
 

@@ -227,7 +227,8 @@ def check_loop_state(payload: dict, path: Path) -> dict:
     for key, (ok, what) in LOOP_KEYS.items():
         if key in loop and not ok(loop[key]):
             raise MemreadError(f"{path}: not a resumable checkpoint (its loop state's {key!r} is {loop[key]!r}, not "
-                               f"{what}): it was edited or damaged; put back the one memread wrote. Nothing was changed")
+                               f"{what}): it was edited or damaged; put back the one memread wrote. Nothing was "
+                               f"changed")
     return loop
 
 
