@@ -131,7 +131,7 @@ def only(claim: Claim, labels: list[str]) -> Claim:
 def resume_files(run_dir: Path) -> list[Path]:
     """What a run needs to go on on another machine (``stage``, ``gpu_checks.sh``'s ``CKPTS``): its last checkpoint,
     its best unless that holds the same weights (:func:`memread.training.loop.last_is_best`; a resume writes it
-    again: :func:`memread.training.checkpoint.mend_best`), its config, metrics and vocabulary. None for a run that
+    again: :func:`memread.training.state.mend_best`), its config, metrics and vocabulary. None for a run that
     has not checkpointed or has ended (an early stop, or its epoch or step cap: a time limit's stop goes on)."""
     from memread.training.checkpoint import load_checkpoint
     from memread.training.loop import ENDED, last_is_best, valid_records
@@ -408,7 +408,7 @@ STAGE_LIMIT_MIB = 56  # the device tool carries 64 MiB a call, the tree and a da
 def stage(claim: Claim, to: Path) -> int:
     """Copy each unfinished run of ``claim`` that has a checkpoint into ``to/runs/claims/..`` with what a resume
     needs alone: the last checkpoint, and the best only where it is not the same weights (a resume writes the
-    last again as the best: :func:`memread.training.checkpoint.mend_best`), its config, metrics and vocabulary. ``gpu_checks.sh`` puts
+    last again as the best: :func:`memread.training.state.mend_best`), its config, metrics and vocabulary. ``gpu_checks.sh`` puts
     them in place before the claims start; name ``to`` in the device call's ``carry``. Says each run's size;
     1 where the whole passes what the tool carries."""
     import shutil

@@ -30,6 +30,7 @@ from memread.errors import MemreadError
 from memread.experiment import resume_run, start_run
 from memread.training import checkpoint as checkpoint_module
 from memread.training import loop as loop_module
+from memread.training import metrics_log
 from memread.training.runlock import writer
 
 TINY = """
@@ -467,7 +468,7 @@ def test_injected_read_only_run_folder(config, tmp_path, capsys, monkeypatch, wh
     elif where == "config":
         _fail_on(monkeypatch, checkpoint_module.tempfile, "mkstemp", error)
     else:
-        _fail_on(monkeypatch, loop_module.MetricsLog, "write", error)
+        _fail_on(monkeypatch, metrics_log.MetricsLog, "write", error)
     code, err = run_cli(capsys, "train", str(config), "--run-dir", str(run), "--set", "train.max_steps=2")
     line = one_error_line(err)
     assert code == 2 and "Permission denied" in line and "writable" in line, line

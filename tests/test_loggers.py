@@ -19,7 +19,8 @@ from memread.config import TrainConfig, experiment_from_dict
 from memread.errors import MemreadError
 from memread.experiment import resume_run, start_run
 from memread.training import loggers as loggers_pkg
-from memread.training.loop import WALL_CLOCK_KEYS, MetricsLog, Trainer
+from memread.training.loop import WALL_CLOCK_KEYS, Trainer
+from memread.training.metrics_log import MetricsLog
 
 AVAILABLE = [name for name in ("mlflow", "wandb") if importlib.util.find_spec(name) is not None]
 

@@ -198,7 +198,7 @@ def _number(x: Any) -> bool:
     return type(x) in (int, float)
 
 
-# the loop state a resume reads (Trainer._payload writes it): each key's test and what it must be, in words
+# the loop state a resume reads (memread.training.state.build_payload writes it): each key's test and what it must be, in words
 LOOP_KEYS: dict[str, tuple[Any, str]] = {
     "epoch": (_whole, "a whole number >= 0"),
     "step_in_epoch": (_whole, "a whole number >= 0"),
@@ -290,29 +290,3 @@ def load_model_state(model: torch.nn.Module, payload: dict, path: Path) -> None:
     except (RuntimeError, TypeError, AttributeError) as e:
         first = str(e).strip().splitlines()
         raise MemreadError(f"{path}: checkpoint weights do not fit the model ({' '.join(first[:2])[:200]})") from None
-
-
-def mend_best(run_dir: Path, payload: dict, global_step: int, where: Any) -> None:
-    """On resuming a run whose folder holds its last checkpoint alone (brought back from another machine, where only
-    what the run needs to go on travelled: the best is left behind when it holds the same weights as the last):
-    where the last validation was the best and the last checkpoint was written at it, that checkpoint is the best,
-    written again under its name (``payload``: the last checkpoint's, ``global_step`` its step; ``where`` the
-    trainer's :class:`~memread.training.distributed.Placement`: process 0 writes). Where the best weights are gone,
-    say so now, not at the first worse validation (``restore_best``) or the final evaluation."""
-    from memread.training.distributed import on_main
-    from memread.training.loop import last_is_best, valid_records
-
-    best = Path(run_dir) / "checkpoint_best.pt"
-    if best.exists():
-        return
-    valid = valid_records(run_dir)
-    if not valid:
-        return  # no validation yet, so no best
-    if last_is_best(valid, global_step):
-        on_main(lambda: save_checkpoint(payload, best), where)
-        return
-    best_step = next((r.get("step") for r in reversed(valid) if r.get("best")), None)
-    raise MemreadError(f"{best}: not found, and checkpoint_last.pt (step {global_step}) is not the best "
-                       f"(the best validation was at step {best_step}): the final evaluation and restore_best "
-                       f"need its weights. Bring checkpoint_best.pt back into {run_dir}, or train the run "
-                       f"again; nothing was changed")

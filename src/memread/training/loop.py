@@ -12,10 +12,9 @@ and writes ``checkpoint_last.pt`` / ``checkpoint_best.pt`` atomically. A resumed
 
 from __future__ import annotations
 
-import json
 import math
 import sys
-from collections import Counter, defaultdict
+from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
@@ -26,12 +25,19 @@ from memread.config import ExperimentConfig
 from memread.criteria.base import Loss
 from memread.errors import MemreadError
 from memread.modules.precision import autocast as precision_autocast
-from memread.readers.base import detach_state, flatten_state, state_structure, unflatten_state
-from memread.training.checkpoint import load_checkpoint, mend_best, save_checkpoint, write_text_atomically
+from memread.readers.base import detach_state
+from memread.training.checkpoint import load_checkpoint, save_checkpoint, write_text_atomically
 from memread.training.clock import PausableClock
-from memread.training.distributed import (Placement, combine_loss, gather, on_main, resolve_device, rng_state,
-                                          set_rng_state, sum_over_processes, to_device)
+from memread.training.distributed import (Placement, combine_loss, on_main, resolve_device, sum_over_processes,
+                                          to_device)
+from memread.training.metrics_log import MetricsLog, last_is_best, valid_records
 from memread.training.optim import PlateauSchedule, build_optimizer
+from memread.training.state import build_payload, fresh_running, restore
+
+# what other modules import from here (MetricsLog and its readers live in .metrics_log, the checkpoint's contents
+# in .state)
+__all__ = ["AMP_DTYPES", "ENDED", "TIME_CHECK_EVERY", "WALL_CLOCK_KEYS", "Diverged", "MetricsLog", "Trainer",
+           "autocast", "eval_points", "evaluate", "last_is_best", "set_epoch", "valid_records"]
 
 
 AMP_DTYPES = {"32": None, "bf16-mixed": torch.bfloat16, "16-mixed": torch.float16}
@@ -102,96 +108,6 @@ def eval_points(n_batches: int, evals_per_epoch: int) -> set[int]:
     return {max(1, round(n_batches * (j + 1) / k)) for j in range(k)}
 
 
-class MetricsLog:
-    """``metrics.jsonl``: one JSON object per line; TensorBoard alongside if asked for, and every record sent on to the
-    run loggers (MLflow, W&B: :mod:`memread.training.loggers`) once :meth:`open_loggers` has started them."""
-
-    def __init__(self, path: Path, tensorboard: bool = False, enabled: bool = True):
-        self.path = path
-        self.writer = None
-        self.enabled = enabled  # under torchrun only process 0 writes
-        self.loggers: list = []  # memread.training.loggers.Attached, while a fit runs
-        self.replayed: Counter = Counter()  # (event, step) of the records truncate_after dropped
-        if tensorboard and enabled:
-            try:
-                from torch.utils.tensorboard import SummaryWriter
-            except ImportError:
-                raise MemreadError("train.tensorboard = true needs TensorBoard: pip install 'memread[tensorboard]'") from None
-            self.writer = SummaryWriter(str(path.parent / "tensorboard"))
-
-    def events(self) -> list[dict]:
-        """The records written so far, each process reading them (a line cut short by a kill is skipped)."""
-        if not self.path.exists():
-            return []
-        out = []
-        for line in self.path.read_text(encoding="utf-8").splitlines():
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError:
-                continue
-            if isinstance(record, dict):
-                out.append(record)
-        return out
-
-    def truncate_after(self, step: int) -> None:
-        """Drop records a killed run wrote after the checkpoint it is resumed from (the log is replaced atomically:
-        a resume killed here leaves it whole)."""
-        if not self.enabled or not self.path.exists():
-            return
-        kept = []
-        for line in self.path.read_text(encoding="utf-8").splitlines():
-            try:
-                record = json.loads(line)
-                if record.get("step", 0) <= step:
-                    kept.append(line)
-                else:  # the resume writes it again; the run loggers have it already
-                    self.replayed[(record.get("event"), record.get("step"))] += 1
-            except json.JSONDecodeError:
-                continue  # a line cut short by the kill
-        write_text_atomically(self.path, "".join(k + "\n" for k in kept))
-
-    def open_loggers(self, cfg: ExperimentConfig, run_dir: Path) -> None:
-        """Start (or go on with) the run loggers of ``train.loggers``, on the process that writes."""
-        if self.enabled and cfg.train.loggers:
-            from memread.training.loggers import open_loggers
-
-            self.loggers = open_loggers(cfg.train.loggers, cfg, run_dir, self.events(), self.replayed)
-
-    def log_artifact(self, path: Path) -> None:
-        for attached in self.loggers:
-            attached.logger.log_artifact(path)
-
-    def close_loggers(self, status: str) -> None:
-        """End the loggers' runs: "finished", "failed" or "killed"."""
-        loggers, self.loggers = self.loggers, []
-        for attached in loggers:
-            attached.logger.close(status)
-
-    def write(self, record: dict) -> None:
-        if not self.enabled:
-            return
-        with open(self.path, "a", encoding="utf-8") as f:
-            f.write(json.dumps(record) + "\n")
-        if self.writer is not None:
-            for k, v in record.items():
-                if isinstance(v, (int, float)) and k not in ("step", "epoch", "epochs_done"):
-                    self.writer.add_scalar(f"{record.get('event', 'train')}/{k}", v, record.get("step", 0))
-            self.writer.flush()
-        for attached in self.loggers:
-            attached.write(record)
-
-
-def valid_records(run_dir: Path) -> list[dict]:
-    """A run's validation records (``metrics.jsonl``, event "valid"), in order; [] for a run without any."""
-    return [r for r in MetricsLog(Path(run_dir) / "metrics.jsonl").events() if r.get("event") == "valid"]
-
-
-def last_is_best(valid: list[dict], step: int) -> bool:
-    """Whether the last checkpoint, written at ``step``, holds the best weights: the last of the ``valid`` records
-    (metrics.jsonl) was the best so far and was taken at that step, so ``checkpoint_best.pt`` is the same."""
-    return bool(valid) and bool(valid[-1].get("best")) and valid[-1].get("step") == step
-
-
 # the stops after which a run has nothing left to train (a time limit's, ``"max_minutes"``, goes on when started again)
 ENDED = ("early", "epochs", "max_steps")
 
@@ -239,7 +155,7 @@ class Trainer:
         # the same split by the device kind that trained them ({"cuda": s, "cpu": s}: a run begun on a lent GPU and
         # finished on a CPU); None where a checkpoint from before they were split began the run
         self.seconds_by_device: dict[str, float] | None = {}
-        self.running = self._fresh_running()  # sums since the last train record (saved: a resume logs the same)
+        self.running = fresh_running()  # sums since the last train record (saved: a resume logs the same)
         self.clock = PausableClock()  # wall seconds less SIGTSTP pauses: what the run's seconds count
         if self.where.main and (T.loggers or T.log_artifact):  # a missing library: one line, before any training
             from memread.training.loggers import check_available
@@ -251,7 +167,7 @@ class Trainer:
         self.log = MetricsLog(self.run_dir / "metrics.jsonl", T.tensorboard, enabled=self.where.main)
         self._config_pending = payload is not None and payload["config"] != cfg.to_json()
         if payload is not None:
-            self._restore(payload)
+            restore(self, payload)
 
     def close(self) -> None:
         """Give the run directory back to other writers."""
@@ -264,53 +180,9 @@ class Trainer:
     def __exit__(self, *exc) -> None:
         self.close()
 
-    @staticmethod
-    def _fresh_running() -> dict:
-        return {"loss_sum": 0.0, "loss_n": 0, "tokens": 0, "seconds": 0.0, "stats": {}}
-
-    # ------------------------------------------------------------------ checkpoints
-    def _process_state(self) -> dict:
-        """What each process alone knows: its random states, the state it carries, its running sums."""
-        carry = to_device(self.carry, torch.device("cpu"))
-        return {"rng": rng_state(self.device), "running": {**self.running, "seconds": self.running["seconds"] + self._since_resume()},
-                "tokens_trained": self.tokens_trained,
-                "carry": {"structure": json.dumps(state_structure(carry)), "tensors": flatten_state(carry)}}
-
-    def _payload(self) -> dict:
-        processes = gather(self._process_state(), self.where)
-        main = processes[0]
-        payload = {
-            "config": self.cfg.to_json(),
-            "vocab": self.vocab_fingerprint,
-            "model": self.model.state_dict(),
-            "optimizer": self.optimizer.state_dict(),
-            "loop": {
-                "epoch": self.epoch,
-                "step_in_epoch": self.step_in_epoch,
-                "global_step": self.global_step,
-                "finished": self.finished,
-                "stopped": self.stopped,
-                "schedule": self.schedule.state_dict(),
-                "first_loss": self.first_loss,
-                "tokens_trained": sum(p["tokens_trained"] for p in processes),  # every process's
-                "seconds_trained": None if self.seconds_before is None else self.seconds_before + self._since_fit(),
-                "seconds_by_device": self._seconds_by_device(),
-                "running": main["running"],
-            },
-            "rng": main["rng"]["cpu"],
-            "carry": main["carry"],
-            "world": self.where.world,
-        }
-        if "cuda" in main["rng"]:
-            payload["rng_cuda"] = main["rng"]["cuda"]
-        if self.where.distributed:
-            payload["processes"] = processes
-        if self.scaler is not None:
-            payload["scaler"] = self.scaler.state_dict()
-        return payload
-
+    # ------------------------------------------------------------------ checkpoints (what they hold: .state)
     def save(self, name: str) -> None:
-        payload = self._payload()  # every process takes part (its random state and carry are in it)
+        payload = build_payload(self)  # every process takes part (its random state and carry are in it)
 
         def write() -> None:
             save_checkpoint(payload, self.run_dir / name)
@@ -322,54 +194,6 @@ class Trainer:
         if name == "checkpoint_last.pt":
             self._config_pending = False
 
-    def _restore(self, payload: dict) -> None:
-        missing = [k for k in ("optimizer", "loop", "rng", "carry") if k not in payload]
-        if missing:
-            raise MemreadError(f"{self.run_dir / 'checkpoint_last.pt'}: not a resumable checkpoint (no '{missing[0]}')")
-        saved_world = payload.get("world", 1)
-        if saved_world != self.where.world:
-            raise MemreadError(f"{self.run_dir / 'checkpoint_last.pt'}: written by {saved_world} process(es), resumed by "
-                               f"{self.where.world}; an exact resume needs the same number (each process's shard, "
-                               f"dropout stream and carried state are in the checkpoint): use --nproc {saved_world}")
-        self.model.load_state_dict(payload["model"])
-        saved = [(g.get("pattern"), g.get("lr_scale", 1.0), len(g["params"])) for g in payload["optimizer"]["param_groups"]]
-        wanted = [(g.get("pattern"), g["lr_scale"], len(g["params"])) for g in self.optimizer.param_groups]
-        if saved != wanted:
-            raise MemreadError(f"{self.run_dir}: the checkpoint's optimizer groups {saved} (pattern, factor, "
-                               f"parameters) do not fit train.lr_scale = {dict(self.cfg.train.lr_scale)} "
-                               f"{wanted}; resume with the run's own train.lr_scale")
-        self.optimizer.load_state_dict(payload["optimizer"])
-        saved_lr = json.loads(payload["config"]).get("train", {}).get("lr", self.cfg.train.lr)
-        for group in self.optimizer.param_groups:  # keep the decay so far; --set train.lr rescales it
-            group["lr"] *= self.cfg.train.lr / saved_lr
-        loop = payload["loop"]
-        self.epoch, self.step_in_epoch = loop["epoch"], loop["step_in_epoch"]
-        self.global_step, self.finished = loop["global_step"], loop["finished"]
-        self.stopped = loop.get("stopped")  # None in checkpoints from before it was recorded
-        if self.finished and self.budget_raised(self.cfg.train, self.stopped, self.epoch, self.global_step):
-            self.finished, self.stopped = False, None  # --resume RUN --set train.epochs=N: go on
-        self.first_loss = loop.get("first_loss")
-        self.seconds_before = loop.get("seconds_trained")  # None in checkpoints from before they were counted
-        by_device = loop.get("seconds_by_device")  # None (not split) in checkpoints from before, or uncounted runs
-        counted = isinstance(by_device, dict) and self.seconds_before is not None
-        self.seconds_by_device = dict(by_device) if counted else None
-        self.schedule.load_state_dict(loop["schedule"])
-        if self.where.distributed:
-            own = payload["processes"][self.where.rank]
-        else:
-            own = {"rng": {"cpu": payload["rng"], **({"cuda": payload["rng_cuda"]} if "rng_cuda" in payload else {})},
-                   "carry": payload["carry"], "running": loop.get("running", {}),
-                   "tokens_trained": loop.get("tokens_trained", 0)}
-        self.running = {**self._fresh_running(), **own.get("running", {})}
-        self.tokens_trained = own.get("tokens_trained", 0)  # 0 in checkpoints from before it was counted
-        set_rng_state(own["rng"], self.device)
-        carry = own["carry"]
-        self.carry = to_device(unflatten_state(json.loads(carry["structure"]), carry["tensors"]), self.device)
-        if self.scaler is not None and "scaler" in payload:
-            self.scaler.load_state_dict(payload["scaler"])
-        self.log.truncate_after(self.global_step)
-        mend_best(self.run_dir, payload, self.global_step, self.where)
-
     @staticmethod
     def budget_raised(T: Any, stopped: str | None, epoch: int, step: int) -> bool:
         """Whether a run that ran out of epochs or steps has been given more (an early stop is final; a run
@@ -380,16 +204,20 @@ class Trainer:
             return (not T.max_steps or step < T.max_steps) and epoch < T.epochs
         return False
 
-    def _seconds_by_device(self) -> dict[str, float] | None:
+    # ------------------------------------------------------------------ the cost clock
+    def seconds_by_device_so_far(self) -> dict[str, float] | None:
+        """The seconds trained by each device kind, this process's fit so far included (None: not split)."""
         if self.seconds_by_device is None:
             return None
         kind = self.device.type
-        return {**self.seconds_by_device, kind: self.seconds_by_device.get(kind, 0.0) + self._since_fit()}
+        return {**self.seconds_by_device, kind: self.seconds_by_device.get(kind, 0.0) + self.since_fit()}
 
-    def _since_fit(self) -> float:
+    def since_fit(self) -> float:
+        """Clock seconds since this process's fit began."""
         return self.clock() - self._fit_t0 if getattr(self, "_fit_t0", None) is not None else 0.0
 
-    def _since_resume(self) -> float:
+    def since_resume(self) -> float:
+        """Clock seconds since the last train record (or this process's fit began)."""
         return self.clock() - self._t0 if getattr(self, "_t0", None) is not None else 0.0
 
     def _kept(self) -> str:
@@ -520,7 +348,7 @@ class Trainer:
     def _log_train(self, bar: Any) -> None:
         """A train record from the sums since the last one (which are part of the checkpoint)."""
         r = self.running
-        seconds = max(r["seconds"] + self._since_resume(), 1e-9)
+        seconds = max(r["seconds"] + self.since_resume(), 1e-9)
         sums = sum_over_processes({**r["stats"], "_tokens": float(r["tokens"])}, self.where)
         tokens = sums.pop("_tokens")
         metrics = self.criterion.summarize(sums)
@@ -531,7 +359,7 @@ class Trainer:
         shown = self.criterion.selection_metric
         bar.set_postfix({"nll": f"{metrics['nll']:.3f}", shown: f"{metrics[shown]:.3f}",
                          "tok/s": f"{record['tokens_per_s']:.0f}", "lr": f"{self.lr:.3g}"})
-        self.running = self._fresh_running()
+        self.running = fresh_running()
         self._t0 = self.clock()
 
     def _out_of_time(self) -> bool:

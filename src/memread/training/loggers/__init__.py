@@ -2,7 +2,7 @@
 
 ``train.loggers = ["mlflow", "wandb"]`` sends each run's records where researchers look for them, from process 0
 alone: the resolved config as parameters when the run starts, then every record :class:`MetricsLog
-<memread.training.loop.MetricsLog>` writes to ``metrics.jsonl``, as it writes it (the same records: the event, the
+<memread.training.metrics_log.MetricsLog>` writes to ``metrics.jsonl``, as it writes it (the same records: the event, the
 step and the values), and with ``train.log_artifact = true`` the best checkpoint's model archive (``memread
 export``'s file, ``RUN/model.safetensors``) when training ends. Each logger is one small module
 (:mod:`.mlflow`, :mod:`.wandb`) behind :class:`RunLogger`; its library is an optional extra (``pip install
