@@ -61,9 +61,24 @@ def subprocess_env(**extra: str) -> dict[str, str]:
     return env
 
 
-def backend_fixture(module, what: str):
+def backend_fixture(kernels, what: str):
+    """A fixture that runs a test on a reader's compiled loops (skipped where ``kernels()`` cannot build
+    them) and on its hand-written Function loop: its value is the reader's ``backend`` option,
+    ``"compiled"`` or ``"function"``, for the test to build its readers with (or set ``reader.backend``)."""
+
+    @pytest.fixture(params=["compiled", "function"])
+    def backend(request):
+        if request.param == "compiled" and kernels() is None:
+            pytest.skip(f"the compiled {what} are not available here (no compiler or ninja)")
+        return request.param
+
+    return backend
+
+
+def compiled_switch_fixture(module, what: str):
     """A fixture that runs a test on ``module``'s compiled loops (skipped where they cannot be built) and
-    on its Python path, by its ``USE_COMPILED`` switch; ``module.kernels()`` builds them."""
+    on its Python path, by its module-global ``USE_COMPILED`` switch (:mod:`memread.modules.window`, which
+    has no backend option yet); ``module.kernels()`` builds them."""
 
     @pytest.fixture(params=["compiled", "python"])
     def backend(request, monkeypatch):

@@ -12,8 +12,9 @@ the autograd engine calls them without the torch-function mode stack (checked be
 memread inside the same context (they are found by subclass, so a new one is covered). Autograd's own
 backward formulas are C++ and create nothing from Python. Each reader runs as a plain module (two
 segments with the state carried where it carries state, resets, shared memories, attention and cell
-tapes asked for) on its fast path, with its compiled loops off (``USE_COMPILED``; the NSE then runs
-its Python loop) and on its ``impl = "reference"`` path; and inside the LM,
+tapes asked for) on its fast path, with its compiled loops off (``backend = "function"`` for the LSTMN
+and the NSE, which then run their Python loops; the window readers' ``USE_COMPILED``) and on its
+``impl = "reference"`` path; and inside the LM,
 pointer-cloze and classifier heads; every head runs with its default criterion (the setups of
 ``tests/test_head_contract.py``), the pair head with each encoder, and the translation heads also
 decode (greedy and beam search). Each gives the same loss and gradients as outside the context.
@@ -42,8 +43,7 @@ from torch import Tensor, nn
 import memread.heads  # noqa: F401 (every head, hence every reader and module, is imported)
 import memread.modules.memory_reads as memory_reads
 import memread.modules.window as window
-import memread.readers.lstmn as lstmn
-import memread.readers.nse as nse
+import memread.readers._lstmn_kernels as lstmn_kernels
 from memread.decoding import decode
 from memread.modules.dropout import Dropout as RandDropout
 from memread.modules.precision import (autocast, autocast_device_type, autocast_enabled, in_float32,
@@ -151,7 +151,7 @@ def test_the_engine_does_not_carry_the_default_device_into_backward():
 
 def test_every_memread_function_is_wrapped(monkeypatch):
     functions = memread_functions()
-    assert {"memread.readers.lstmn._LSTMNLayerFunction", "memread.readers.nse._NSELoop",
+    assert {"memread.readers._lstmn_autograd._LSTMNLayerFunction", "memread.readers._nse_autograd._NSELoop",
             "memread.readers.lstmn_fusion._TapeRead", "memread.readers.lstmn_fusion._TapeWrite",
             "memread.readers.lstmn_fusion._TapeView", "memread.modules.window._BandedAttention",
             "memread.modules.memory_reads._Collect", "memread.modules.memory_reads._Scores",
@@ -165,9 +165,10 @@ def test_every_memread_function_is_wrapped(monkeypatch):
 
 # ----------------------------------------------------------------------------- the paths of each reader
 
-# modules with a switch between the fast path and its fall-back, and the readers that run through them
-SWITCHES = {"lstmn": (lstmn, "USE_COMPILED"), "attention": (window, "USE_COMPILED"), "kv": (window, "USE_COMPILED"),
-            "kvp": (window, "USE_COMPILED"), "nse": (nse, "USE_COMPILED")}
+# readers whose fast path has a fall-back chosen by their ``backend`` option ("function": the Python loops) ...
+BACKENDS = {"lstmn", "nse"}
+# ... and modules with a switch between the fast path and its fall-back, and the readers that run through them
+SWITCHES = {"attention": (window, "USE_COMPILED"), "kv": (window, "USE_COMPILED"), "kvp": (window, "USE_COMPILED")}
 
 
 # ... and the heads whose modules have one (the IAA's fused attention reads)
@@ -181,10 +182,12 @@ def test_every_switch_is_exercised():
                 if getattr(m, "__name__", "").startswith("memread.") and hasattr(m, "USE_COMPILED")}
     switched = [*SWITCHES.values(), *HEAD_SWITCHES.values()]
     assert compiled == {mod.__name__ for mod, attr in switched if attr == "USE_COMPILED"}
+    assert BACKENDS == {n for n in NAMES if "backend" in {f.name for f in dataclasses.fields(READERS[n].Config)}}
 
 
 def reader_paths(name: str) -> list[str]:
-    return ["fast"] + (["fallback"] if name in SWITCHES else []) + (["reference"] if has_reference(name) else [])
+    fallback = name in SWITCHES or name in BACKENDS
+    return ["fast"] + (["fallback"] if fallback else []) + (["reference"] if has_reference(name) else [])
 
 
 READER_PATHS = [(n, p) for n in NAMES for p in reader_paths(n)]
@@ -192,7 +195,9 @@ READER_PATHS = [(n, p) for n in NAMES for p in reader_paths(n)]
 
 def make_reader(name: str, path: str, monkeypatch, dropout: float = 0.25, **extra):
     """The reader's small contract config, on ``path``, in training mode; ``dropout`` where it has one."""
-    if path == "fallback":
+    if path == "fallback" and name in BACKENDS:
+        extra["backend"] = "function"
+    elif path == "fallback":
         module, attr = SWITCHES[name]
         monkeypatch.setattr(module, attr, False)
     if path == "reference":
@@ -449,19 +454,19 @@ def test_reader_under_bf16_autocast(name, path, monkeypatch):
 @pytest.mark.parametrize("name", ["lstmn", "attention"])
 def test_the_compiled_loops_run_under_autocast(name, monkeypatch):
     """Under CPU autocast the recurrences get float32 inputs, so the compiled loops still run."""
-    module = lstmn if name == "lstmn" else window
-    ops = (lstmn.kernels if name == "lstmn" else window.kernels)()
-    if ops is None:
-        pytest.skip(f"the compiled loops of {module.__name__} are not available here")
+    kernels = lstmn_kernels.kernels if name == "lstmn" else window.kernels
+    if kernels() is None:
+        pytest.skip(f"the compiled loops of {name} are not available here")
     calls = []
     if name == "lstmn":
-        real = lstmn._compiled_kernels
+        real = kernels.for_backend
 
-        def spy(like):
-            calls.append((like.dtype, autocast_enabled("cpu"), real(like) is not None))
-            return real(like)
+        def spy(like, backend, who):
+            ops = real(like, backend, who)
+            calls.append((like.dtype, autocast_enabled("cpu"), ops is not None))
+            return ops
 
-        monkeypatch.setattr(lstmn, "_compiled_kernels", spy)
+        monkeypatch.setattr(kernels, "for_backend", spy)
     else:
         real = window.kernels.for_tensor
 

@@ -23,8 +23,8 @@ import torch
 
 from conftest import backend_fixture
 
+import memread.readers._lstmn_autograd as lstmn_autograd
 import memread.readers._lstmn_kernels as lstmn_kernels
-import memread.readers.lstmn as lstmn_module
 from memread.errors import MemreadError
 from memread.readers import READERS, build_reader
 from memread.readers.base import detach_state, flatten_state, state_structure, unflatten_state
@@ -33,15 +33,17 @@ from memread.readers.lstmn import LSTMNConfig, LSTMNReader
 E, H = 5, 4
 
 
-backend = backend_fixture(lstmn_module, "LSTMN kernels")  # the compiled time loops, then the Python ones
+backend = backend_fixture(lstmn_kernels.kernels, "LSTMN kernels")  # "compiled", then "function" (the Python loops)
 
 
 TAPE_STARTS = ["empty", "zero_slot"]
 
 
-def make_reader(layers=1, span=0, deep=False, input_size=E, hidden=H, seed=0, tape_start="empty") -> LSTMNReader:
+def make_reader(layers=1, span=0, deep=False, input_size=E, hidden=H, seed=0, tape_start="empty",
+                backend="auto") -> LSTMNReader:
     torch.manual_seed(seed)
-    cfg = LSTMNConfig(hidden=hidden, layers=layers, span=span, deep_attention=deep, tape_start=tape_start)
+    cfg = LSTMNConfig(hidden=hidden, layers=layers, span=span, deep_attention=deep, tape_start=tape_start,
+                      backend=backend)
     return build_reader(cfg, input_size).double().eval()
 
 
@@ -103,7 +105,7 @@ def test_registry_and_shapes():
 @pytest.mark.parametrize("tape_start", TAPE_STARTS)
 @pytest.mark.parametrize("case", CASES, ids=lambda c: f"L{c['layers']}-span{c['span']}-deep{int(c['deep'])}")
 def test_fast_equals_reference_with_padding(case, tape_start, backend):
-    reader = make_reader(**case, tape_start=tape_start)
+    reader = make_reader(**case, tape_start=tape_start, backend=backend)
     lengths = [7, 4, 1]
     x, mask = batch(lengths)
     out = reader(x, mask, return_attention=True)
@@ -127,7 +129,7 @@ def test_fast_equals_reference_with_padding(case, tape_start, backend):
 def test_carried_state_equals_reading_at_once(case, backend):
     """Two segments with a carried state give what the reference gives on the whole text,
     also when rows have different lengths in either segment."""
-    reader = make_reader(**case)
+    reader = make_reader(**case, backend=backend)
     len1, len2 = [5, 2, 5], [4, 4, 0]
     x1, m1 = batch(len1, seed=2)
     x2, m2 = batch(len2, T=4, seed=3)
@@ -154,7 +156,8 @@ def test_carried_state_equals_reading_at_once(case, backend):
 
 @pytest.mark.parametrize("tape_start", TAPE_STARTS)
 def test_gradients_equal_the_reference_and_reach_every_parameter(tape_start, backend):
-    reader = make_reader(layers=3, span=3, deep=True, input_size=3, tape_start=tape_start)  # E != H: a skip projection
+    # E != H: a skip projection
+    reader = make_reader(layers=3, span=3, deep=True, input_size=3, tape_start=tape_start, backend=backend)
     lengths = [6, 3]
     x, mask = batch(lengths, input_size=3)
     x.requires_grad_(True)
@@ -176,7 +179,8 @@ def test_gradients_equal_the_reference_and_reach_every_parameter(tape_start, bac
 def test_gradcheck_through_a_carried_state(tape_start, backend):
     """The hand-written backward pass, checked numerically, with gradients flowing into the carried
     tapes and h~ as well (rows with different carried lengths)."""
-    reader = make_reader(layers=2, span=3, deep=True, input_size=3, hidden=3, tape_start=tape_start)
+    reader = make_reader(layers=2, span=3, deep=True, input_size=3, hidden=3, tape_start=tape_start,
+                         backend=backend)
     x1, m1 = batch([4, 2], input_size=3)
     state = reader(x1, m1).state
     x2, m2 = batch([3, 2], input_size=3, seed=4)
@@ -192,7 +196,7 @@ def test_gradcheck_through_a_carried_state(tape_start, backend):
 
 
 def test_single_sequence_equals_padded_batch(backend):
-    reader = make_reader(layers=2, span=0, deep=False)
+    reader = make_reader(layers=2, span=0, deep=False, backend=backend)
     x, mask = batch([6, 3, 5])
     padded = reader(x, mask).states
     for b, n in enumerate([6, 3, 5]):
@@ -206,7 +210,7 @@ def test_single_sequence_equals_padded_batch(backend):
 
 @pytest.mark.parametrize("span", [0, 2])
 def test_incremental_reading_equals_batch(span, backend):
-    reader = make_reader(layers=2, span=span, deep=True)
+    reader = make_reader(layers=2, span=span, deep=True, backend=backend)
     x, mask = batch([6, 6])
     whole = reader(x, mask, return_attention=True)
     state = None
@@ -224,7 +228,7 @@ def test_incremental_reading_equals_batch(span, backend):
 
 @pytest.mark.parametrize("tape_start", TAPE_STARTS)
 @pytest.mark.parametrize("hidden", [37, 64])
-def test_compiled_equals_python_path_in_float32(hidden, tape_start, monkeypatch):
+def test_compiled_equals_python_path_in_float32(hidden, tape_start):
     """The compiled loops against the Python ones in float32, at sizes where the compiled path runs its
     vector loops and their remainders (37 = 2 x 16 + 5), with padding, a span and a carried state:
     outputs, carried state and every gradient agree to float32 precision."""
@@ -239,7 +243,7 @@ def test_compiled_equals_python_path_in_float32(hidden, tape_start, monkeypatch)
     w = torch.randn(3, 5, hidden, generator=g)
 
     def run(compiled):
-        monkeypatch.setattr(lstmn_module, "USE_COMPILED", compiled)
+        reader.backend = "compiled" if compiled else "function"
         reader.zero_grad()
         first = reader(x1, m1)
         out = reader(x2, m2, state=first.state, return_attention=True)
@@ -258,15 +262,14 @@ def test_compiled_equals_python_path_in_float32(hidden, tape_start, monkeypatch)
         torch.testing.assert_close(grads_c[name], grads_p[name], atol=2e-4, rtol=1e-3, msg=name)
 
 
-def test_compiled_path_on_two_threads_equals_one_thread(monkeypatch):
+def test_compiled_path_on_two_threads_equals_one_thread():
     """The compiled loops split the batch rows between torch's threads (from 8 rows on): on two threads
     they give what one thread gives, in float64, with padding, a span, a carried state and gradients
     into the carried tapes (dv is summed per row, so not even its rounding depends on the threads)."""
     if lstmn_kernels.kernels() is None:
         pytest.skip("the compiled LSTMN kernels are not available here (no compiler or ninja)")
-    monkeypatch.setattr(lstmn_module, "USE_COMPILED", True)
     hidden, B = 21, 10  # 21 = 16 + 5: vector loops and their remainders
-    reader = make_reader(layers=2, span=4, deep=True, input_size=7, hidden=hidden)
+    reader = make_reader(layers=2, span=4, deep=True, input_size=7, hidden=hidden, backend="compiled")
     x1, m1 = batch([6, 3, 6, 1, 5, 6, 2, 6, 4, 6], seed=6, input_size=7)
     x2, m2 = batch([5, 5, 2, 0, 5, 3, 5, 1, 5, 4], T=5, seed=7, input_size=7)
     w = torch.randn(B, 5, hidden, generator=torch.Generator().manual_seed(8), dtype=torch.float64)
@@ -298,10 +301,41 @@ def test_without_compiled_kernels_the_python_path_is_used(monkeypatch):
     monkeypatch.setattr(lstmn_kernels.kernels, "_tried", False)
     monkeypatch.setattr(lstmn_kernels.kernels, "_ops", None)
     assert lstmn_kernels.kernels() is None
-    reader = make_reader(layers=2, span=2)
+    reader = make_reader(layers=2, span=2)  # backend "auto"
     x, mask = batch([5, 3])
     out = reader(x, mask)
     torch.testing.assert_close(out.states[mask], reference_of(reader)(x, mask).states[mask], atol=1e-6, rtol=0)
+    reader.backend = "compiled"  # asked for explicitly: refused, saying why
+    with pytest.raises(MemreadError, match=f"reader lstmn: backend = 'compiled' needs the LSTMN kernels, but "
+                                           f"{lstmn_kernels.DISABLE_ENV} is set"):
+        reader(x, mask)
+
+
+def test_the_backend_option_picks_the_time_loop(monkeypatch):
+    """``backend`` (config field, or set on the built reader): "auto" runs the compiled loops for CPU tensors
+    where they can be built, "function" the Python loops, "compiled" the compiled ones; other names (the
+    NSE's "autograd" too: the LSTMN has no such loop) are refused."""
+    if lstmn_kernels.kernels() is None:
+        pytest.skip("the compiled LSTMN kernels are not available here (no compiler or ninja)")
+    taken = []  # the loop each layer call ran: compiled or not
+    layer_forward = lstmn_autograd._lstmn_layer_forward
+    monkeypatch.setattr(lstmn_autograd, "_lstmn_layer_forward",
+                        lambda *args: (f := layer_forward(*args), taken.append(f["compiled"]))[0])
+    x, mask = batch([5, 3])
+    for backend, compiled in [("auto", True), ("function", False), ("compiled", True)]:
+        reader = make_reader(layers=2, backend=backend)
+        assert reader.backend == backend
+        taken.clear()
+        reader(x, mask)
+        assert taken == [compiled, compiled], backend
+        reader.backend = "function"  # settable on the built reader
+        taken.clear()
+        reader(x, mask)
+        assert taken == [False, False]
+    with pytest.raises(MemreadError, match="reader lstmn: backend must be one of 'auto', 'compiled', 'function'"):
+        make_reader(backend="autograd")
+    with pytest.raises(MemreadError, match="backend must be one of"):
+        make_reader().backend = "cuda"
 
 
 @pytest.mark.parametrize("case", CASES[1:4], ids=lambda c: f"L{c['layers']}-span{c['span']}-deep{int(c['deep'])}")
@@ -309,7 +343,7 @@ def test_zero_slot_carried_state_equals_reading_at_once(case, backend):
     """With the zero slot the state means what it means with an empty tape (the written slots only), and
     two segments give what the reference gives on the whole text: the zero slot is in reach of every
     token of every segment, beyond the span too."""
-    reader = make_reader(**case, tape_start="zero_slot")
+    reader = make_reader(**case, tape_start="zero_slot", backend=backend)
     len1, len2 = [5, 2, 5], [4, 4, 0]
     x1, m1 = batch(len1, seed=2)
     x2, m2 = batch(len2, T=4, seed=3)
@@ -340,8 +374,8 @@ def test_zero_slot_takes_attention_and_changes_the_outputs_from_the_second_token
     tape is (h_0 = 0, h_1): the zero slot takes a weight 0 < s_0 < 1 from h_1, so h~_2 = (1 - s_0) h_1
     instead of h_1, and every output from t = 2 on differs."""
     x, mask = batch([6, 3])
-    empty = make_reader(layers=2, tape_start="empty")
-    zero = make_reader(layers=2, tape_start="zero_slot")
+    empty = make_reader(layers=2, tape_start="empty", backend=backend)
+    zero = make_reader(layers=2, tape_start="zero_slot", backend=backend)
     zero.load_state_dict(empty.state_dict())  # the option adds no parameter
     a, b = empty(x, mask, return_attention=True), zero(x, mask, return_attention=True)
     torch.testing.assert_close(b.states[:, 0], a.states[:, 0], atol=1e-12, rtol=0)  # t = 1: h~_1 = 0 either way
@@ -358,8 +392,9 @@ def test_zero_slot_takes_attention_and_changes_the_outputs_from_the_second_token
     W_f = torch.cat([W_gh, layer.W_h_tilde.weight])
     b_f = torch.cat([layer.W.bias, layer.W.bias.new_zeros(H)])
     with torch.no_grad():
-        f = {ts: lstmn_module._lstmn_layer_forward(proj, H0, H0, H0, x.new_zeros(2, H), None, W_f, b_f,
-                                                   layer.W_h.weight, layer.v, 0, False, ts == "zero_slot")
+        f = {ts: lstmn_autograd._lstmn_layer_forward(proj, H0, H0, H0, x.new_zeros(2, H), None, W_f, b_f,
+                                                   layer.W_h.weight, layer.v, 0, False, ts == "zero_slot",
+                                                   backend)
              for ts in TAPE_STARTS}
     assert f["empty"]["s0"] is None
     torch.testing.assert_close(f["zero_slot"]["s0"][:, 0], torch.ones(2, dtype=torch.float64))

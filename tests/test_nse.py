@@ -16,7 +16,6 @@ import torch.nn.functional as F
 from torch import nn
 
 import memread.readers._nse_kernels as nse_kernels
-import memread.readers.nse as nse_module
 from memread.errors import MemreadError
 from memread.readers import READERS, build_reader
 from memread.readers.nse import NSEConfig, NSEReader
@@ -25,19 +24,19 @@ K = 4
 
 
 @pytest.fixture(params=["compiled", "function", "autograd"])
-def path(request, monkeypatch):
+def path(request):
     """Run a test on the fast path's two loops with a hand-written backward pass, the compiled one
-    (skipped where it cannot be built) and the Python one, and on the autograd loop."""
+    (skipped where it cannot be built) and the Python one, and on the autograd loop: the reader's
+    ``backend``, for the test to build its readers with."""
     if request.param == "compiled" and nse_kernels.kernels() is None:
         pytest.skip("the compiled NSE kernels are not available here (no compiler or ninja)")
-    monkeypatch.setattr(nse_module, "USE_FUNCTION", request.param != "autograd")
-    monkeypatch.setattr(nse_module, "USE_COMPILED", request.param == "compiled")
     return request.param
 
 
-def make_reader(layers=1, shared=0, input_size=K, hidden=K, seed=0) -> NSEReader:
+def make_reader(layers=1, shared=0, input_size=K, hidden=K, seed=0, backend="auto") -> NSEReader:
     torch.manual_seed(seed)
-    return build_reader(NSEConfig(hidden=hidden, layers=layers, shared=shared), input_size).double().eval()
+    cfg = NSEConfig(hidden=hidden, layers=layers, shared=shared, backend=backend)
+    return build_reader(cfg, input_size).double().eval()
 
 
 def batch(lengths, T=None, seed=1, size=K):
@@ -100,7 +99,7 @@ def test_registry_and_shapes():
 
 @pytest.mark.parametrize("case", CASES, ids=case_id)
 def test_fast_equals_reference_with_padding(case, path):
-    reader = make_reader(**case)
+    reader = make_reader(**case, backend=path)
     lengths = [6, 3, 1]
     x, mask = batch(lengths, size=case["input_size"])
     sh = shared_memories(case["shared"], 3)
@@ -123,7 +122,7 @@ def test_fast_equals_reference_with_padding(case, path):
 
 def test_gradients_equal_the_reference_and_reach_every_parameter(path):
     case = CASES[-1]  # two layers, two shared memories, an input map
-    reader = make_reader(**case)
+    reader = make_reader(**case, backend=path)
     lengths = [5, 2, 4]
     x, mask = batch(lengths, size=case["input_size"])
     sh = shared_memories(2, 3)
@@ -149,7 +148,7 @@ def test_gradients_equal_the_reference_and_reach_every_parameter(path):
 
 @pytest.mark.parametrize("shared", [0, 1])
 def test_single_sequence_equals_padded_batch(shared, path):
-    reader = make_reader(layers=2, shared=shared)
+    reader = make_reader(layers=2, shared=shared, backend=path)
     lengths = [6, 3, 5]
     x, mask = batch(lengths)
     sh = shared_memories(shared, 3)
@@ -163,7 +162,7 @@ def test_single_sequence_equals_padded_batch(shared, path):
 
 
 def test_padding_values_change_nothing(path):
-    reader = make_reader(layers=1, shared=2)
+    reader = make_reader(layers=1, shared=2, backend=path)
     x, mask = batch([6, 3, 1])
     sh = shared_memories(2, 3)
     out = reader(x, mask, shared=sh)
@@ -178,7 +177,7 @@ def test_padding_values_change_nothing(path):
 
 
 def test_keys_and_memory_respect_the_masks(path):
-    reader = make_reader(layers=1, shared=1)
+    reader = make_reader(layers=1, shared=1, backend=path)
     x, mask = batch([6, 3, 1])
     sh = shared_memories(1, 3)
     out = reader(x, mask, shared=sh, return_attention=True)
@@ -196,7 +195,7 @@ def test_keys_and_memory_respect_the_masks(path):
     assert not torch.isclose(out.memory[mask], x[mask]).all(dim=-1).any()
 
 
-def test_dropout_on_read_and_write_inputs_only_in_training(monkeypatch):
+def test_dropout_on_read_and_write_inputs_only_in_training():
     torch.manual_seed(0)
     reader = build_reader(NSEConfig(hidden=K, layers=2, dropout=0.5), K).double()
     x, mask = batch([5, 4])
@@ -205,8 +204,8 @@ def test_dropout_on_read_and_write_inputs_only_in_training(monkeypatch):
     assert not torch.allclose(a, b)
     # both paths apply the same dropout masks: same values and gradients under the same seed
     results = []
-    for use_function in (True, False):  # the fast path (compiled where it can be built) and the autograd loop
-        monkeypatch.setattr(nse_module, "USE_FUNCTION", use_function)
+    for backend in ("auto", "autograd"):  # the fast path (compiled where it can be built) and the autograd loop
+        reader.backend = backend
         torch.manual_seed(3)
         reader.zero_grad()
         out = reader(x, mask)
@@ -217,6 +216,26 @@ def test_dropout_on_read_and_write_inputs_only_in_training(monkeypatch):
         torch.testing.assert_close(g1, g2, atol=1e-10, rtol=0)
     reader.eval()
     torch.testing.assert_close(reader(x, mask).states, reader(x, mask).states, atol=0, rtol=0)
+
+
+def test_the_backend_option_picks_the_time_loop():
+    """``backend`` (config field, or set on the built reader) picks the loop: "auto" the compiled one for CPU
+    tensors where it can be built, "function" ``_NSELoop``, "compiled" the compiled one, "autograd" the loop
+    under autograd; unknown names are refused."""
+    if nse_kernels.kernels() is None:
+        pytest.skip("the compiled NSE kernels are not available here (no compiler or ninja)")
+    x, mask = batch([5, 3])
+    loops = {"auto": "_NSECompiledLoopBackward", "compiled": "_NSECompiledLoopBackward",
+             "function": "_NSELoopBackward", "autograd": "StackBackward0"}  # autograd: torch.stack of the h_t
+    for backend, grad_fn in loops.items():
+        reader = make_reader(backend=backend)
+        assert reader.backend == backend
+        assert type(reader(x, mask).states.grad_fn).__name__ == grad_fn, backend
+        reader.backend = "function"  # settable on the built reader
+        assert type(reader(x, mask).states.grad_fn).__name__ == "_NSELoopBackward"
+    with pytest.raises(MemreadError, match="reader nse: backend must be one of 'auto', 'compiled', 'function', "
+                                           "'autograd'"):
+        make_reader(backend="cuda")
 
 
 def test_misuse_is_refused():

@@ -14,6 +14,7 @@ import os
 import pytest
 import torch
 
+import memread.readers._nse_autograd as nse_autograd
 import memread.readers.nse as nse_module
 from memread.readers import build_reader
 from tests.test_nse_compiled import K, make_reader, needs_kernels, padded, run, shared_memories, assert_same
@@ -28,6 +29,7 @@ CASES = [
 def segmented(reader, steps):
     other = build_reader(dataclasses.replace(reader.cfg, checkpoint_steps=steps), reader.input_size).to(torch.float64)
     other.load_state_dict(reader.state_dict())
+    other.backend = reader.backend
     return other.train(reader.training)
 
 
@@ -41,12 +43,12 @@ def test_segments_give_the_loops_numbers(case, path, monkeypatch):
     reader = make_reader(**case)
     x, mask = padded([7, 4, 1], size=case.get("input_size", K))
     sh = shared_memories(case["shared"], 3)
-    whole, d_whole, _ = run(reader, x, mask, sh, path, monkeypatch)
+    whole, d_whole, _ = run(reader, x, mask, sh, path)
     seg_reader = segmented(reader, steps)
     calls = []
-    real = nse_module._segment
-    monkeypatch.setattr(nse_module, "_segment", lambda *a: calls.append(a[0].size(1)) or real(*a))
-    parts, d_parts, out = run(seg_reader, x, mask, sh, path, monkeypatch)
+    real = nse_autograd._segment
+    monkeypatch.setattr(nse_autograd, "_segment", lambda *a: calls.append(a[1].size(1)) or real(*a))  # a[0]: backend
+    parts, d_parts, out = run(seg_reader, x, mask, sh, path)
     n_seg = -(-7 // steps)
     # each segment ran in the forward pass and again in the backward pass
     assert len(calls) == 2 * n_seg, calls
@@ -61,8 +63,8 @@ def test_segments_give_the_loops_numbers(case, path, monkeypatch):
 def test_segments_only_in_training_with_gradients(monkeypatch):
     reader = segmented(make_reader(), 2)
     calls = []
-    real = nse_module._segmented_loop
-    monkeypatch.setattr(nse_module, "_segmented_loop", lambda *a: calls.append(1) or real(*a))
+    real = nse_module.segmented_loop  # as the reader calls it
+    monkeypatch.setattr(nse_module, "segmented_loop", lambda *a: calls.append(1) or real(*a))
     x, mask = padded([5, 2])
     with torch.no_grad():
         reader(x, mask)
@@ -105,9 +107,9 @@ def test_initial_states_and_their_gradients_match_autograd(loop):
         loss = sum((t * torch.randn(t.shape, generator=g, dtype=dt)).sum() for t in [h, MT, M1T, *final])
         return [h, z, MT, M1T, z1, *final], torch.autograd.grad(loss, ins)
 
-    compiled = outputs(lambda o_, c_, h_, cc_, M0_, M1_, w_: getattr(nse_module, loop).apply(
+    compiled = outputs(lambda o_, c_, h_, cc_, M0_, M1_, w_: getattr(nse_autograd, loop).apply(
         o_, c_, None, mask, [mask, m1], L, True, h_, cc_, M0_, M1_, *w_))
-    autograd = outputs(lambda o_, c_, h_, cc_, M0_, M1_, w_: nse_module._autograd_loop(
+    autograd = outputs(lambda o_, c_, h_, cc_, M0_, M1_, w_: nse_autograd._autograd_loop(
         o_, c_, None, [mask, m1], L, M0_, M1_, *w_, live=mask, h0=h_, c0=cc_, states=True))
     for a, b in zip(compiled[0], autograd[0]):
         torch.testing.assert_close(a, b, atol=1e-12, rtol=0)
@@ -127,7 +129,7 @@ def test_segments_keep_fewer_memories_alive(monkeypatch, path):
 
     if path == "compiled":
         needs_kernels()
-    monkeypatch.setattr(nse_module, "USE_COMPILED", path == "compiled")
+    backend = "compiled" if path == "compiled" else "function"
     B, T, k = 2, 60, K
     real_new_empty = torch.Tensor.new_empty
     count = {"live": 0, "peak": 0}
@@ -155,6 +157,7 @@ def test_segments_keep_fewer_memories_alive(monkeypatch, path):
         return count["peak"]
 
     whole = make_reader()
+    whole.backend = backend
     assert peak(whole) == T + (path == "python")  # M_1 .. M_T (and M_0 in _NSELoop's buffer)
     # the 10 segments' last memories (each the next one's start) and, in a segment's backward pass, its 6
     # recomputed ones (15 counted)

@@ -17,7 +17,7 @@ import torch
 from torch.utils import cpp_extension
 
 import memread.readers._nse_kernels as nse_kernels
-import memread.readers.nse as nse_module
+from memread.errors import MemreadError
 from memread.readers import build_reader
 from memread.readers.nse import NSEConfig, NSEReader
 
@@ -50,15 +50,15 @@ def shared_memories(n, B, hidden=K, dtype=torch.float64):
     return [padded(SHARED_LENGTHS[j][:B], size=hidden, seed=7 + j, dtype=dtype) for j in range(n)]
 
 
-def run(reader, x, mask, sh, path, monkeypatch, seed=3):
+def run(reader, x, mask, sh, path, seed=3):
     """Outputs and gradients (of x, of each shared memory, of every parameter) on ``path``: "compiled",
-    "python" (``_NSELoop``) or "reference"."""
+    "python" (``_NSELoop``, the reader's backend "function") or "reference"."""
     if path == "reference":
         ref = build_reader(dataclasses.replace(reader.cfg, impl="reference"), reader.input_size).to(x.dtype)
         ref.load_state_dict(reader.state_dict())
         reader = ref.train(reader.training)
     else:
-        monkeypatch.setattr(nse_module, "USE_COMPILED", path == "compiled")
+        reader.backend = "compiled" if path == "compiled" else "function"
     x = x.clone().requires_grad_(True)
     leaves = [M.clone().requires_grad_(True) for M, _ in sh]
     torch.manual_seed(seed)  # the same dropout masks on both fast paths
@@ -90,17 +90,17 @@ CASES = [
 
 
 @pytest.mark.parametrize("case", CASES, ids=lambda c: f"L{c['layers']}-shared{c['shared']}")
-def test_compiled_equals_python_loop_and_reference_in_float64(case, monkeypatch):
+def test_compiled_equals_python_loop_and_reference_in_float64(case):
     needs_kernels()
     reader = make_reader(**case)
     x, mask = padded([6, 3, 1], size=case.get("input_size", K))  # right padding, a row of length 1
     sh = shared_memories(case["shared"], 3)
     x_before = x.clone()
-    compiled, d_compiled, out = run(reader, x, mask, sh, "compiled", monkeypatch)
+    compiled, d_compiled, out = run(reader, x, mask, sh, "compiled")
     assert torch.equal(x, x_before)
     assert type(out.states.grad_fn).__name__ == "_NSECompiledLoopBackward"  # the compiled loop ran
-    python, d_python, _ = run(reader, x, mask, sh, "python", monkeypatch)
-    reference, d_reference, _ = run(reader, x, mask, sh, "reference", monkeypatch)
+    python, d_python, _ = run(reader, x, mask, sh, "python")
+    reference, d_reference, _ = run(reader, x, mask, sh, "reference")
     assert_same(compiled, python, atol=1e-12, what="compiled vs Python loop:")
     assert_same(d_compiled, d_python, atol=1e-12, what="compiled vs Python loop: d")
     assert_same(compiled, reference, atol=1e-10, what="compiled vs reference:")
@@ -118,37 +118,37 @@ def test_compiled_equals_python_loop_and_reference_in_float64(case, monkeypatch)
         assert torch.equal(M, M_before)  # the memories passed in are not written
 
 
-def test_compiled_equals_python_loop_with_dropout(monkeypatch):
+def test_compiled_equals_python_loop_with_dropout():
     """Training mode with dropout: both loops get the same keep-mask on the write LSTM's input (drawn
     outside the loop from the same seed); values and gradients agree in float64."""
     needs_kernels()
     reader = make_reader(layers=2, shared=2, input_size=4, dropout=0.4)
     x, mask = padded([6, 3, 1], size=4)
     sh = shared_memories(2, 3)
-    compiled, d_compiled, out = run(reader, x, mask, sh, "compiled", monkeypatch)
+    compiled, d_compiled, out = run(reader, x, mask, sh, "compiled")
     assert type(out.states.grad_fn).__name__ == "_NSECompiledLoopBackward"
-    python, d_python, _ = run(reader, x, mask, sh, "python", monkeypatch)
+    python, d_python, _ = run(reader, x, mask, sh, "python")
     assert_same(compiled, python, atol=1e-12, what="compiled vs Python loop:")
     assert_same(d_compiled, d_python, atol=1e-12, what="compiled vs Python loop: d")
-    other, _, _ = run(reader, x, mask, sh, "compiled", monkeypatch, seed=4)
+    other, _, _ = run(reader, x, mask, sh, "compiled", seed=4)
     assert not torch.allclose(other["states"], compiled["states"])  # the mask is in use
 
 
 @pytest.mark.parametrize("hidden", [21, 37])
-def test_compiled_equals_python_loop_in_float32(hidden, monkeypatch):
+def test_compiled_equals_python_loop_in_float32(hidden):
     """float32 at sizes where the compiled loop runs its vector loops and their remainders (37 = 2 x 16
     + 5): its tanh/sigmoid is a vectorised form within a few ulps, so to float32 precision."""
     needs_kernels()
     reader = make_reader(layers=2, shared=1, input_size=7, hidden=hidden, dtype=torch.float32)
     x, mask = padded([6, 3, 1, 5], size=7, dtype=torch.float32)
     sh = shared_memories(1, 4, hidden=hidden, dtype=torch.float32)
-    compiled, d_compiled, _ = run(reader, x, mask, sh, "compiled", monkeypatch)
-    python, d_python, _ = run(reader, x, mask, sh, "python", monkeypatch)
+    compiled, d_compiled, _ = run(reader, x, mask, sh, "compiled")
+    python, d_python, _ = run(reader, x, mask, sh, "python")
     assert_same(compiled, python, atol=2e-5, rtol=1e-4, what="float32:")
     assert_same(d_compiled, d_python, atol=2e-4, rtol=1e-3, what="float32: d")
 
 
-def test_compiled_loop_on_two_threads_equals_one_thread(monkeypatch):
+def test_compiled_loop_on_two_threads_equals_one_thread():
     """The compiled loop splits the batch rows between torch's threads (from 8 rows on): on two threads
     it gives what one thread gives, in float64, with padding, two shared memories and gradients."""
     needs_kernels()
@@ -161,7 +161,7 @@ def test_compiled_loop_on_two_threads_equals_one_thread(monkeypatch):
         torch.set_num_threads(threads)
         try:
             assert torch.get_num_threads() == threads
-            return run(reader, x, mask, sh, "compiled", monkeypatch)[:2]
+            return run(reader, x, mask, sh, "compiled")[:2]
         finally:
             torch.set_num_threads(before)
 
@@ -197,8 +197,12 @@ def test_without_compiled_kernels_the_python_loop_is_used(monkeypatch):
     reader = make_reader(layers=2, shared=1)
     x, mask = padded([5, 3])
     sh = shared_memories(1, 2)
-    values, _, out = run(reader, x, mask, sh, "python", monkeypatch)
-    monkeypatch.setattr(nse_module, "USE_COMPILED", True)  # on, but unavailable
+    values, _, out = run(reader, x, mask, sh, "python")
+    reader.backend = "auto"  # the compiled loop where it runs: not here
     fallback = reader(x.clone().requires_grad_(True), mask, shared=sh)
     assert type(fallback.states.grad_fn).__name__ == "_NSELoopBackward"
     torch.testing.assert_close(fallback.states * mask.unsqueeze(-1), values["states"], atol=0, rtol=0)
+    reader.backend = "compiled"  # asked for explicitly: refused, saying why
+    with pytest.raises(MemreadError, match=f"reader nse: backend = 'compiled' needs the NSE kernels, but "
+                                           f"{nse_kernels.DISABLE_ENV} is set"):
+        reader(x, mask, shared=sh)

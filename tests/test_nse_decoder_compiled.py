@@ -4,7 +4,7 @@ GPU) against its Python loop under autograd: values and the gradients of the tar
 parameter in float64, with padded targets and padded sources of other lengths, one and two layers, a
 dropout keep-mask, the final write LSTM states as differentiable outputs; float32; two threads as one;
 teacher forcing = stepping word by word; and the compiled loop is what it runs where it can be built.
-(The decoder shares the NSE reader's switch, ``memread.readers.nse.USE_COMPILED``.)
+(The decoder takes the NSE reader's backends: ``dec.backend``, "auto", "compiled", "function" or "autograd".)
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import torch
 from torch.utils import cpp_extension
 
 import memread.readers._nse_kernels as nse_kernels
-import memread.readers.nse as nse_module
+from memread.errors import MemreadError
 from memread.readers.nse_decoder import NSEDecoder, NSEDecoderConfig
 from memread.modules.precision import autocast
 
@@ -49,13 +49,12 @@ TARGETS, SOURCES = [6, 3, 1], [4, 7, 2]  # padded on both sides, sources of othe
 LOOPS = {"compiled": COMPILED, "function": "_NSELoopBackward"}  # the Python loop's grad_fn is torch's own
 
 
-def run(dec, y, y_mask, M, s_mask, compiled, monkeypatch, seed=3, parts=("states", "memory", "write")):
+def run(dec, y, y_mask, M, s_mask, compiled, seed=3, parts=("states", "memory", "write")):
     """Outputs and gradients (of y, of the shared memory, of every parameter) on the compiled loop (``compiled``
     True or "compiled"), ``_NSELoop`` ("function") or the Python one under autograd (False or "python"); the loss
     weighs the real steps' states, the final memory and the final write LSTM states (``parts``)."""
     path = {True: "compiled", False: "python"}.get(compiled, compiled)
-    monkeypatch.setattr(nse_module, "USE_COMPILED", path == "compiled")
-    monkeypatch.setattr(nse_module, "USE_FUNCTION", path != "python")
+    dec.backend = {"python": "autograd"}.get(path, path)
     y = y.clone().requires_grad_(True)
     M = M.clone().requires_grad_(True)
     torch.manual_seed(seed)  # the same dropout masks on both paths
@@ -95,13 +94,13 @@ def inputs(B=3, hidden=K, input_size=E, dtype=torch.float64, targets=TARGETS, so
 
 
 @pytest.mark.parametrize("layers", [1, 2])
-def test_compiled_equals_python_loop_in_float64(layers, monkeypatch):
+def test_compiled_equals_python_loop_in_float64(layers):
     needs_kernels()
     dec = make_decoder(layers)
     y, y_mask, M, s_mask = inputs()
     y_before, M_before = y.clone(), M.clone()
-    compiled, d_compiled, out = run(dec, y, y_mask, M, s_mask, True, monkeypatch)
-    python, d_python, _ = run(dec, y, y_mask, M, s_mask, False, monkeypatch)
+    compiled, d_compiled, out = run(dec, y, y_mask, M, s_mask, True)
+    python, d_python, _ = run(dec, y, y_mask, M, s_mask, False)
     assert_same(compiled, python, atol=1e-12, what="compiled vs Python loop:")
     assert_same(d_compiled, d_python, atol=1e-12, what="compiled vs Python loop: d")
     for name, g in d_compiled.items():
@@ -119,66 +118,66 @@ def test_compiled_equals_python_loop_in_float64(layers, monkeypatch):
 
 @pytest.mark.parametrize("dropout", [0.0, 0.4])
 @pytest.mark.parametrize("layers", [1, 2])
-def test_nse_loop_equals_python_loop_in_float64(layers, dropout, monkeypatch):
+def test_nse_loop_equals_python_loop_in_float64(layers, dropout):
     """``_NSELoop`` (the loop a GPU runs: no compiled kernels there) against the Python loop under autograd:
     values and every gradient, padded targets and sources, with and without a dropout keep-mask; and the final
     write states alone."""
     dec = make_decoder(layers, dropout=dropout)
     y, y_mask, M, s_mask = inputs()
-    function, d_function, _ = run(dec, y, y_mask, M, s_mask, "function", monkeypatch)
-    python, d_python, _ = run(dec, y, y_mask, M, s_mask, "python", monkeypatch)
+    function, d_function, _ = run(dec, y, y_mask, M, s_mask, "function")
+    python, d_python, _ = run(dec, y, y_mask, M, s_mask, "python")
     assert_same(function, python, atol=1e-12, what="_NSELoop vs Python loop:")
     assert_same(d_function, d_python, atol=1e-12, what="_NSELoop vs Python loop: d")
     assert all(g.abs().sum() > 0 for g in d_function.values())
-    _, d_cells, _ = run(dec, y, y_mask, M, s_mask, "function", monkeypatch, parts=("cells",))
-    _, d_cells_python, _ = run(dec, y, y_mask, M, s_mask, "python", monkeypatch, parts=("cells",))
+    _, d_cells, _ = run(dec, y, y_mask, M, s_mask, "function", parts=("cells",))
+    _, d_cells_python, _ = run(dec, y, y_mask, M, s_mask, "python", parts=("cells",))
     assert_same(d_cells, d_cells_python, atol=1e-12, what="final cells: d")
 
 
 @pytest.mark.parametrize("parts", [("cells",), ("write", "cells")], ids=["cells-only", "final-states-only"])
-def test_the_final_write_states_are_differentiable(parts, monkeypatch):
+def test_the_final_write_states_are_differentiable(parts):
     """A loss on the final write LSTM states alone (no gradient into the states h_t or the memory):
     the compiled loop's gradients are the Python loop's."""
     needs_kernels()
     dec = make_decoder(2)
     y, y_mask, M, s_mask = inputs()
-    _, d_compiled, _ = run(dec, y, y_mask, M, s_mask, True, monkeypatch, parts=parts)
-    _, d_python, _ = run(dec, y, y_mask, M, s_mask, False, monkeypatch, parts=parts)
+    _, d_compiled, _ = run(dec, y, y_mask, M, s_mask, True, parts=parts)
+    _, d_python, _ = run(dec, y, y_mask, M, s_mask, False, parts=parts)
     assert_same(d_compiled, d_python, atol=1e-12, what="final states: d")
     assert d_compiled["y"].abs().sum() > 0 and d_compiled["shared memory"].abs().sum() > 0
 
 
 @pytest.mark.parametrize("layers", [1, 2])
-def test_compiled_equals_python_loop_with_dropout(layers, monkeypatch):
+def test_compiled_equals_python_loop_with_dropout(layers):
     """Training mode with dropout: both loops get the same keep-masks (on the read LSTM's input, and one
     mask for all steps on the write LSTM's input c_t, drawn before the loop from the same seed)."""
     needs_kernels()
     dec = make_decoder(layers, dropout=0.4)
     y, y_mask, M, s_mask = inputs()
-    compiled, d_compiled, _ = run(dec, y, y_mask, M, s_mask, True, monkeypatch)
-    python, d_python, _ = run(dec, y, y_mask, M, s_mask, False, monkeypatch)
+    compiled, d_compiled, _ = run(dec, y, y_mask, M, s_mask, True)
+    python, d_python, _ = run(dec, y, y_mask, M, s_mask, False)
     assert_same(compiled, python, atol=1e-12, what="dropout: compiled vs Python loop:")
     assert_same(d_compiled, d_python, atol=1e-12, what="dropout: compiled vs Python loop: d")
-    other, _, _ = run(dec, y, y_mask, M, s_mask, True, monkeypatch, seed=4)
+    other, _, _ = run(dec, y, y_mask, M, s_mask, True, seed=4)
     assert not torch.allclose(other["states"], compiled["states"])  # the masks are in use
     dec.eval()
-    evaluated, _, _ = run(dec, y, y_mask, M, s_mask, True, monkeypatch)
+    evaluated, _, _ = run(dec, y, y_mask, M, s_mask, True)
     assert not torch.allclose(evaluated["states"], compiled["states"])
 
 
 @pytest.mark.parametrize("hidden", [21, 37])
-def test_compiled_equals_python_loop_in_float32(hidden, monkeypatch):
+def test_compiled_equals_python_loop_in_float32(hidden):
     """float32 at sizes where the kernels run their vector loops and their remainders (37 = 2 x 16 + 5)."""
     needs_kernels()
     dec = make_decoder(2, hidden=hidden, input_size=7, dtype=torch.float32)
     y, y_mask, M, s_mask = inputs(4, hidden, 7, torch.float32, [6, 3, 1, 5], [4, 7, 2, 7])
-    compiled, d_compiled, _ = run(dec, y, y_mask, M, s_mask, True, monkeypatch)
-    python, d_python, _ = run(dec, y, y_mask, M, s_mask, False, monkeypatch)
+    compiled, d_compiled, _ = run(dec, y, y_mask, M, s_mask, True)
+    python, d_python, _ = run(dec, y, y_mask, M, s_mask, False)
     assert_same(compiled, python, atol=2e-5, rtol=1e-4, what="float32:")
     assert_same(d_compiled, d_python, atol=2e-4, rtol=1e-3, what="float32: d")
 
 
-def test_compiled_loop_on_two_threads_equals_one_thread(monkeypatch):
+def test_compiled_loop_on_two_threads_equals_one_thread():
     """The kernels split the batch rows between torch's threads (from 8 rows on): on two threads the
     decoder gives what one thread gives, in float64, with padding, two layers and gradients."""
     needs_kernels()
@@ -191,7 +190,7 @@ def test_compiled_loop_on_two_threads_equals_one_thread(monkeypatch):
         torch.set_num_threads(threads)
         try:
             assert torch.get_num_threads() == threads
-            return run(dec, y, y_mask, M, s_mask, True, monkeypatch)[:2]
+            return run(dec, y, y_mask, M, s_mask, True)[:2]
         finally:
             torch.set_num_threads(before)
 
@@ -201,12 +200,12 @@ def test_compiled_loop_on_two_threads_equals_one_thread(monkeypatch):
 
 
 @pytest.mark.parametrize("layers", [1, 2])
-def test_teacher_forcing_on_the_compiled_loop_equals_stepping(layers, monkeypatch):
+def test_teacher_forcing_on_the_compiled_loop_equals_stepping(layers):
     """``step()`` (Python, one word at a time) gives the compiled teacher forcing's states at the real
     steps and, from the state ``forward`` returns, continues as teacher forcing over the longer target."""
     needs_kernels()
-    monkeypatch.setattr(nse_module, "USE_COMPILED", True)
     dec = make_decoder(layers).eval()
+    dec.backend = "compiled"
     y, y_mask, M, s_mask = inputs()
     out = dec(y, y_mask, M, None, s_mask)
     assert type(out.states.grad_fn).__name__ == COMPILED
@@ -244,7 +243,7 @@ def test_the_compiled_loop_is_used_where_it_can_be_built():
     if not buildable or os.environ.get(nse_kernels.DISABLE_ENV, "") not in ("", "0"):
         pytest.skip("no C++ compiler or ninja here, or the extensions are switched off")
     assert nse_kernels.kernels() is not None, "the NSE kernels failed to build"
-    assert nse_module.USE_COMPILED  # the switch the decoder reads too
+    assert make_decoder().backend == "auto"
     for dtype in (torch.float64, torch.float32):
         y, y_mask, M, s_mask = inputs(dtype=dtype)
         out = make_decoder(dtype=dtype)(y.requires_grad_(True), y_mask, M, None, s_mask)
@@ -257,14 +256,21 @@ def test_without_compiled_kernels_the_nse_loop_is_used(monkeypatch):
     needs_kernels()
     dec = make_decoder(2)
     y, y_mask, M, s_mask = inputs()
-    values, _, _ = run(dec, y, y_mask, M, s_mask, True, monkeypatch)
+    values, _, _ = run(dec, y, y_mask, M, s_mask, True)
     monkeypatch.setenv(nse_kernels.DISABLE_ENV, "1")
     monkeypatch.setattr(nse_kernels.kernels, "_tried", False)
     monkeypatch.setattr(nse_kernels.kernels, "_ops", None)
     assert nse_kernels.kernels() is None
-    fallback = dec(y.clone().requires_grad_(True), y_mask, M, None, s_mask)  # USE_COMPILED on, but unavailable
+    dec.backend = "auto"  # the compiled loop where it runs: not here
+    fallback = dec(y.clone().requires_grad_(True), y_mask, M, None, s_mask)
     assert type(fallback.states.grad_fn).__name__ == LOOPS["function"]
     torch.testing.assert_close(fallback.states * y_mask.unsqueeze(-1), values["states"], atol=1e-12, rtol=0)
+    dec.backend = "compiled"  # asked for explicitly: refused, saying why
+    with pytest.raises(MemreadError, match="NSE decoder: backend = 'compiled' needs the NSE kernels"):
+        dec(y, y_mask, M, None, s_mask)
+    dec.backend = "cuda"
+    with pytest.raises(MemreadError, match="NSE decoder: backend must be one of"):
+        dec(y, y_mask, M, None, s_mask)
 
 
 def test_bench_runs_on_tiny_sizes():

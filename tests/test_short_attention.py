@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from conftest import backend_fixture
+from conftest import compiled_switch_fixture
 
 import memread.modules.window as window_module
 from memread.params import lm_parameters, match_hidden, match_lm_hidden
@@ -32,7 +32,7 @@ REPO = Path(__file__).parent.parent
 E, K = 5, 12
 
 
-backend = backend_fixture(window_module, "window kernels")  # compiled window attention, then tensor ops
+backend = compiled_switch_fixture(window_module, "window kernels")  # compiled window attention, then tensor ops
 
 
 # ----------------------------------------------------------------------------- the reference

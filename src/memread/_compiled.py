@@ -13,6 +13,14 @@ nothing. When a source cannot be built its caller uses its Python path, which co
 (to float32 precision), and one line on stderr says why (no compiler, no ninja, or the build failed).
 ``MEMREAD_NO_EXTENSIONS=1`` forces the Python paths (silently); ``MEMREAD_QUIET=1`` silences the build
 announcement and the missing-compiler/ninja notice (a failed build is still reported).
+
+**Backends.** A reader whose time loop has compiled and Python forms (the LSTMN, the NSE) takes the choice
+as one option, its config's ``backend`` (:data:`Backend`; settable on a built reader as ``reader.backend``):
+``"auto"`` runs the compiled loop where it can (CPU tensors in float32 or float64, and the source built),
+else the hand-written ``torch.autograd.Function`` loop; ``"compiled"`` insists on the compiled loop (an
+error where it cannot run); ``"function"`` always runs the hand-written Function loop (what a GPU runs);
+``"autograd"`` (the NSE only) the same loop step by step under autograd. :meth:`CompiledOps.for_backend`
+resolves it. All of them compute the same values (to float32 precision; equal in float64).
 """
 
 from __future__ import annotations
@@ -23,14 +31,21 @@ import shutil
 import sys
 import time
 from pathlib import Path
+from typing import Literal
 
 import torch
+
+from memread.errors import MemreadError
 
 DISABLE_ENV = "MEMREAD_NO_EXTENSIONS"
 QUIET_ENV = "MEMREAD_QUIET"
 INCLUDE = Path(__file__).with_name("csrc")
 
 # vector instructions for the plain loops, by what torch itself found the CPU supports
+# the time-loop backends (module docstring); a reader offers those of them it has
+Backend = Literal["auto", "compiled", "function", "autograd"]
+BACKENDS: tuple[str, ...] = ("auto", "compiled", "function", "autograd")
+
 _ARCH_FLAGS = {
     "AVX512": ["-mavx512f", "-mavx512bw", "-mavx512dq", "-mavx512vl", "-mavx2", "-mfma"],
     "AVX2": ["-mavx2", "-mfma"],
@@ -189,3 +204,29 @@ class CompiledOps:
             return None
         return self()
 
+    def for_backend(self, like: torch.Tensor, backend: str, who: str):
+        """The ops the time loop runs on for computing on ``like`` under ``backend``: with ``"auto"`` those
+        of :meth:`for_tensor` (None where they cannot run: the Python loop is used), with ``"compiled"``
+        the ops or a :class:`MemreadError` saying why they cannot run, otherwise None. ``who`` names the
+        reader in the error."""
+        if backend == "auto":
+            return self.for_tensor(like)
+        if backend != "compiled":
+            return None
+        if like.device.type != "cpu" or like.dtype not in (torch.float32, torch.float64):
+            raise MemreadError(f"{who}: backend = 'compiled' runs on CPU tensors in float32 or float64, got "
+                               f"{like.device.type} {str(like.dtype).removeprefix('torch.')}; use backend = 'auto' "
+                               f"(the compiled loop where it can run, else 'function')")
+        ops = self()
+        if ops is None:
+            why = f"{DISABLE_ENV} is set" if disabled() else "they could not be built (the line above says why)"
+            raise MemreadError(f"{who}: backend = 'compiled' needs the {self.what}, but {why}; use "
+                               f"backend = 'auto' or 'function'")
+        return ops
+
+
+def check_backend(backend: object, offered: tuple[str, ...], who: str) -> str:
+    """``backend`` if it is one of the ``offered`` names (:data:`BACKENDS`), else a :class:`MemreadError`."""
+    if backend not in offered:
+        raise MemreadError(f"{who}: backend must be one of {', '.join(repr(b) for b in offered)}, got {backend!r}")
+    return backend  # type: ignore[return-value]

@@ -34,11 +34,11 @@ its mask at each step.
 
 **Compiled loop.** On the CPU in float32 and float64, teacher forcing runs the time loop (10)-(15) and
 its backward pass in C++ when the NSE kernels can be built (:mod:`memread.readers._nse_kernels`,
-``_NSECompiledLoop`` of :mod:`memread.readers.nse` with the shared memory as its only memory and the
-target mask for the real steps): no Python and no autograd graph per step. Elsewhere (other devices,
-the NSE reader's switch ``memread.readers.nse.USE_COMPILED = False``, ``MEMREAD_NO_EXTENSIONS=1``, no
-compiler) it runs the NSE reader's ``_NSELoop`` (a hand-written backward pass, preallocated buffers, no
-autograd graph per step: what a GPU runs); with ``memread.readers.nse.USE_FUNCTION = False``, step by step in
+``_NSECompiledLoop`` of :mod:`memread.readers._nse_autograd` with the shared memory as its only memory and
+the target mask for the real steps): no Python and no autograd graph per step. Elsewhere (other devices,
+``dec.backend = "function"``: the NSE reader's backends, :mod:`memread.readers.nse`; ``MEMREAD_NO_EXTENSIONS=1``;
+no compiler) it runs the NSE reader's ``_NSELoop`` (a hand-written backward pass, preallocated buffers, no
+autograd graph per step: what a GPU runs); with ``dec.backend = "autograd"``, step by step in
 Python under autograd (:meth:`NSEDecoder._python_loop`, the readable reference). Tests check all three against
 each other. Under
 ``torch.autocast`` the loop (either one) runs in float32 (:mod:`memread.modules.precision`).
@@ -72,8 +72,9 @@ from torch import Tensor, nn
 from memread.errors import MemreadError
 from memread.modules.precision import in_float32, to_float32
 from memread.readers.base import ReaderOutput
-import memread.readers.nse as nse
-from memread.readers.nse import INIT_RANGE, _compiled_kernels, _keys, _NSECompiledLoop, _NSELoop
+from memread._compiled import check_backend
+from memread.readers._nse_autograd import BACKENDS, _keys, function_loop
+from memread.readers.nse import INIT_RANGE
 from memread.typed import DropoutRate, PositiveInt
 
 
@@ -92,6 +93,7 @@ class NSEDecoder(nn.Module):
         if cfg.hidden < 1 or cfg.layers < 1 or not 0.0 <= cfg.dropout < 1.0:
             raise MemreadError(f"NSE decoder: hidden and layers must be positive and dropout in [0, 1), got {cfg}")
         self.cfg = cfg
+        self.backend = "auto"  # the time loop, as the NSE reader's backend: "auto", "compiled", "function", "autograd"
         self.input_size = input_size
         self.output_size = k = cfg.hidden
         self.read = nn.LSTM(input_size, k, num_layers=cfg.layers, batch_first=True)  # f_r^LSTM (7)
@@ -137,14 +139,14 @@ class NSEDecoder(nn.Module):
     def _loop(self, o, c_o, keep, y_mask, M0, source_mask, W_cm):
         """(10)-(15) over all steps: h (B, T, k), z (B, T, S), M_T, then the write LSTM's final h^l (B, k)
         of every layer and its final c^l of every layer: the NSE reader's fast loops (compiled where it runs,
-        else ``_NSELoop``, the GPU's), or in Python under autograd where the NSE reader's switch
-        ``memread.readers.nse.USE_FUNCTION`` is off (the tests' reference)."""
-        if not nse.USE_FUNCTION:
+        else ``_NSELoop``, the GPU's), or in Python under autograd with ``backend = "autograd"`` (the tests'
+        reference)."""
+        if check_backend(self.backend, BACKENDS, "NSE decoder") == "autograd":
             return self._python_loop(o, c_o, keep, y_mask, M0, source_mask, W_cm)
         weights = [W_cm]
         for cell in self.write:
             weights += [cell.weight_ih, cell.weight_hh, cell.bias_ih + cell.bias_hh]
-        loop = _NSECompiledLoop if _compiled_kernels(o) is not None else _NSELoop  # nse.USE_COMPILED's switch too
+        loop = function_loop(o, self.backend, "NSE decoder")  # _NSECompiledLoop where it runs, else _NSELoop
         return loop.apply(o, c_o, keep, y_mask.bool(), [source_mask.bool()], self.cfg.layers, True, None, None, M0,
                           *weights)
 
