@@ -18,11 +18,11 @@ SRC = Path(__file__).parent.parent / "src"
 PACKAGE = SRC / "memread"
 
 # what may sit at the top level of src/memread: the spine of the library ...
-SPINE = {"__init__", "__main__", "_compiled", "bleu", "cli", "config", "decoding", "errors", "experiment",
+SPINE = {"__init__", "__main__", "_compiled", "bleu", "config", "decoding", "errors", "experiment",
          "metrics", "params", "typed"}
 # ... and at least these subpackages (csrc holds C++ headers only); a new subpackage is a new part of the
 # architecture and welcome, a new top-level module is not
-SUBPACKAGES = {"bench", "criteria", "csrc", "data", "heads", "modules", "readers", "tasks", "tools", "training"}
+SUBPACKAGES = {"bench", "cli", "criteria", "csrc", "data", "heads", "modules", "readers", "tasks", "tools", "training"}
 
 
 def module_files(package: Path = PACKAGE) -> dict[str, Path]:
@@ -114,11 +114,11 @@ def test_no_import_cycles():
 
 
 def test_the_library_does_not_import_its_tools_or_benches():
-    """tools/ and bench/ sit on top: only the CLI (and they themselves) import them."""
+    """tools/ and bench/ sit on top: only the CLI's verbs (and they themselves) import them."""
     on_top = {"memread.tools", "memread.bench"}
     top = lambda m: ".".join(m.split(".")[:2])  # noqa: E731  memread.tools.viz -> memread.tools
     users = {m for m, deps in import_graph().items() if top(m) not in on_top and any(top(d) in on_top for d in deps)}
-    assert users == {"memread.cli"}
+    assert users and {top(m) for m in users} == {"memread.cli"}
 
 
 def test_readers_and_tasks_do_not_import_the_experiment_config():

@@ -56,11 +56,11 @@ def test_the_experiment_file_example_loads(tmp_path):
 
 def test_the_layout_names_every_part_file():
     """The docs' architecture page lists every module of the experiment parts (data pipelines, heads, criteria,
-    tasks) in its Layout section."""
+    tasks, the CLI) in its Layout section."""
     page = REPO / "docs" / "architecture.md"
     layout = page.read_text(encoding="utf-8").split("## Layout", 1)[1].split("\n## ", 1)[0]
     src = Path(__file__).parent.parent / "src" / "memread"
-    for package in ("data/pipelines", "heads", "criteria", "tasks", "tools", "bench"):
+    for package in ("data/pipelines", "heads", "criteria", "tasks", "tools", "bench", "cli"):
         for path in (src / package).glob("*.py"):
             if path.name != "__init__.py":
                 assert path.name in layout, f"docs/architecture.md's Layout does not name {package}/{path.name}"
