@@ -37,11 +37,11 @@ from memread.criteria.cloze import ClozeNLLConfig, build_cloze_nll
 from memread.modules.loop_linears import LoopLinears
 from memread.modules.masking import masked_mean
 from memread.modules.memory_reads import MemoryReads
-from memread.readers.iaa import IAAOutput
+from memread.heads.iaa import IAAOutput
 
 
 class ProductsOnly(nn.Module):
-    """The inference loop of an :class:`~memread.readers.iaa.IterativeAlternatingAttention` ``iaa`` with
+    """The inference loop of an :class:`~memread.heads.iaa.IterativeAlternatingAttention` ``iaa`` with
     its attention replaced by constants: every product and gate of the T steps, one document attention."""
 
     def __init__(self, iaa: nn.Module, steps: int | None = None):

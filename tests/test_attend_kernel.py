@@ -21,7 +21,7 @@ from memread._compiled import DISABLE_ENV
 from memread.heads.cloze import IAAHeadConfig
 from memread.modules.masking import masked_softmax
 from memread.modules.memory_reads import MemoryReads
-from memread.readers.iaa import IterativeAlternatingAttention
+from memread.heads.iaa import IterativeAlternatingAttention
 
 FUSED = "_AttendBackward"
 

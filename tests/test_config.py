@@ -361,9 +361,9 @@ def _config_classes() -> dict[str, type]:
     from memread.data.stories import StoryConfig
     from memread.heads import HEADS
     from memread.readers import READERS
-    from memread.readers.attention_decoder import AttentionDecoderConfig
-    from memread.readers.lstmn_fusion import FusionConfig
-    from memread.readers.nse_decoder import NSEDecoderConfig
+    from memread.heads.decoders.attention import AttentionDecoderConfig
+    from memread.heads.decoders.lstmn_fusion import FusionConfig
+    from memread.heads.decoders.nse import NSEDecoderConfig
 
     classes = {"train": TrainConfig}
     for section, registry in (("reader", READERS), ("data", DATASETS), ("head", HEADS), ("criterion", CRITERIA)):

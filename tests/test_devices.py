@@ -152,8 +152,8 @@ def test_the_engine_does_not_carry_the_default_device_into_backward():
 def test_every_memread_function_is_wrapped(monkeypatch):
     functions = memread_functions()
     assert {"memread.readers._lstmn_autograd._LSTMNLayerFunction", "memread.readers._nse_autograd._NSELoop",
-            "memread.readers.lstmn_fusion._TapeRead", "memread.readers.lstmn_fusion._TapeWrite",
-            "memread.readers.lstmn_fusion._TapeView", "memread.modules.window._BandedAttention",
+            "memread.heads.decoders.lstmn_fusion._TapeRead", "memread.heads.decoders.lstmn_fusion._TapeWrite",
+            "memread.heads.decoders.lstmn_fusion._TapeView", "memread.modules.window._BandedAttention",
             "memread.modules.memory_reads._Collect", "memread.modules.memory_reads._Scores",
             "memread.modules.memory_reads._Glimpse", "memread.modules.loop_linears._Collect",
             "memread.modules.loop_linears._Apply"} <= {f"{c.__module__}.{c.__qualname__}" for c in functions}

@@ -24,11 +24,11 @@ from memread.modules.dropout import Dropout
 from memread.modules.loop_linears import LoopLinears
 from memread.modules.memory_reads import MemoryReads
 from memread.modules.pointer_sum import candidate_log_probs, occurrences, pointer_sum
-from memread.readers.as_reader import AttentionSumReader
+from memread.heads.as_reader import AttentionSumReader
 from memread.readers.birnn import BiRNNReader, reversal_index
 from memread.heads import HEADS
 from memread.heads.cloze import ASReaderHeadConfig, IAAHeadConfig
-from memread.readers.iaa import IterativeAlternatingAttention
+from memread.heads.iaa import IterativeAlternatingAttention
 from memread.readers.rnn import RNNReader, RNNReaderConfig
 from memread.data.batching import length_buckets
 from memread.tasks import Task
@@ -467,7 +467,7 @@ def test_loop_linears_give_autograd_gradients():
 
     def grads(plain: bool):
         if plain:  # every call through the layer itself: autograd sums the weight gradients step by step
-            with unittest.mock.patch("memread.readers.iaa.LoopLinears", lambda: (lambda layer, x: layer(x))):
+            with unittest.mock.patch("memread.heads.iaa.LoopLinears", lambda: (lambda layer, x: layer(x))):
                 loss = m(q, q_mask, d, d_mask).doc_attention.pow(2).sum()
         else:
             loss = m(q, q_mask, d, d_mask).doc_attention.pow(2).sum()

@@ -19,7 +19,7 @@ import torch.nn.functional as F
 from memread.data.snli import PairExample
 from memread.errors import MemreadError
 from memread.readers.lstmn import LSTMNConfig, LSTMNReader
-from memread.readers.lstmn_fusion import FusionConfig, LSTMNFusionDecoder
+from memread.heads.decoders.lstmn_fusion import FusionConfig, LSTMNFusionDecoder
 from memread.readers.rnn import RNNReaderConfig
 
 from test_text_tasks import _train, entailment, pair_task

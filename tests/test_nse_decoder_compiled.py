@@ -18,7 +18,7 @@ from torch.utils import cpp_extension
 
 import memread.readers._nse_kernels as nse_kernels
 from memread.errors import MemreadError
-from memread.readers.nse_decoder import NSEDecoder, NSEDecoderConfig
+from memread.heads.decoders.nse import NSEDecoder, NSEDecoderConfig
 from memread.modules.precision import autocast
 
 K, E = 5, 4

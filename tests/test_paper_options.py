@@ -33,7 +33,7 @@ from memread.experiment import final_evaluation, load_trained, resume_run, start
 from memread.heads import HEADS
 from memread.heads.base import ModelOutput
 from memread.modules.pointer_sum import answer_log_prob, candidate_log_probs, occurrences
-from memread.readers.lstmn_fusion import FusionConfig, LSTMNFusionDecoder
+from memread.heads.decoders.lstmn_fusion import FusionConfig, LSTMNFusionDecoder
 from memread.readers.rnn import RNNReaderConfig
 from memread.tasks import Task
 
@@ -343,7 +343,7 @@ def test_the_papers_objective_is_the_default_and_runs_written_before_the_key_rea
                                         ({"name": "iwslt14"}, {"name": "lstmn_deep", "emb": 8, "tgt_emb": 8})])
 def test_the_fusion_decoders_tape_starts_as_the_readers(fixtures, data, head):
     from memread.config import experiment_from_dict
-    from memread.readers.lstmn_fusion import LSTMNFusionDecoder
+    from memread.heads.decoders.lstmn_fusion import LSTMNFusionDecoder
     from memread.tasks import Task
 
     for start in ("empty", "zero_slot"):

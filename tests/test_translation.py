@@ -17,7 +17,7 @@ from memread.data.iwslt import TranslationPair, iwslt_path, read_iwslt
 from memread.data.pipelines.translation import IWSLT14Config, TranslationPipeline, joint_vocab, split_vocab
 from memread.decoding import beam_search, greedy, translate
 from memread.errors import MemreadError
-from memread.readers.nse_decoder import NSEDecoder, NSEDecoderConfig
+from memread.heads.decoders.nse import NSEDecoder, NSEDecoderConfig
 from memread.tasks import Task
 
 # the NSE and LSTMN papers' models: (head, [reader], other head keys)

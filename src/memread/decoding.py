@@ -1,7 +1,7 @@
 """Greedy decoding and beam search for encoder-decoder models, and the protocols they rely on.
 
 **Decoder protocol** (embedding level; every decoder of :mod:`memread.heads.translation` implements it:
-the attention LSTM decoder, :class:`memread.readers.nse_decoder.NSEDecoder`, and the LSTMN fusion
+the attention LSTM decoder, :class:`memread.heads.decoders.nse.NSEDecoder`, and the LSTMN fusion
 decoders)::
 
     state = dec.start(source_states, source_cells, source_mask)

@@ -1,4 +1,4 @@
-"""Training throughput of the LSTMN deep-fusion decoder (:mod:`memread.readers.lstmn_fusion`) against an
+"""Training throughput of the LSTMN deep-fusion decoder (:mod:`memread.heads.decoders.lstmn_fusion`) against an
 LSTM decoder with RNNSearch attention, measured in one process as :mod:`memread.bench.readers` does.
 
 Both decoders read the same random target (B, T, E) teacher-forced, conditioned on the same random
@@ -27,7 +27,7 @@ from torch import Tensor, nn
 from memread.bench import device_fields, device_sync, median_step_times, reject_size_flags
 from memread.errors import MemreadError
 from memread.modules.attention import AdditiveAttention
-from memread.readers.lstmn_fusion import FusionConfig, LSTMNFusionDecoder
+from memread.heads.decoders.lstmn_fusion import FusionConfig, LSTMNFusionDecoder
 from memread.training.distributed import resolve_device
 from memread.typed import parse_settings
 

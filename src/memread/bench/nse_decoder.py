@@ -1,4 +1,4 @@
-"""Training throughput of the NSE decoder (:mod:`memread.readers.nse_decoder`, the decoder of the NSE-NSE
+"""Training throughput of the NSE decoder (:mod:`memread.heads.decoders.nse`, the decoder of the NSE-NSE
 translation model) against torch's fused ``nn.LSTM`` of the same size, measured in one process as
 :mod:`memread.bench.readers` does.
 
@@ -21,7 +21,7 @@ import torch
 from torch import nn
 
 from memread.bench import device_fields, device_sync, median_step_times, reject_size_flags
-from memread.readers.nse_decoder import NSEDecoder, NSEDecoderConfig
+from memread.heads.decoders.nse import NSEDecoder, NSEDecoderConfig
 from memread.training.distributed import resolve_device
 from memread.typed import parse_settings
 

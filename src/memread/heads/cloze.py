@@ -6,8 +6,8 @@ distribution over each question's candidates.
   every position where it occurs (pointer-sum, :mod:`memread.modules.pointer_sum`).
 - ``final_state`` (memoryless baseline): the reader reads the document and then the query, and the
   answer is predicted from its final state alone; nothing it read can be looked at again.
-- ``as_reader``: the Attention-Sum Reader (Kadlec et al. 2016, :mod:`memread.readers.as_reader`).
-- ``iaa``: iterative alternating attention (Sordoni et al. 2016, :mod:`memread.readers.iaa`); with
+- ``as_reader``: the Attention-Sum Reader (Kadlec et al. 2016, :mod:`memread.heads.as_reader`).
+- ``iaa``: iterative alternating attention (Sordoni et al. 2016, :mod:`memread.heads.iaa`); with
   ``fixed_query = true`` the uniform-query ablation.
 
 ``as_reader`` and ``iaa`` encode the query and the document with two readers of the ``[reader]``
@@ -38,9 +38,9 @@ from memread.modules.attention import BilinearAttention
 from memread.modules.masking import last_real
 from memread.modules.pointer_sum import candidate_log_probs, occurrences
 from memread.readers import build_reader
-from memread.readers.as_reader import AttentionSumReader
+from memread.heads.as_reader import AttentionSumReader
 from memread.readers.birnn import BiRNNReader
-from memread.readers.iaa import IAAOutput, IterativeAlternatingAttention, paper_init_
+from memread.heads.iaa import IAAOutput, IterativeAlternatingAttention, paper_init_
 from memread.readers.rnn import RNNReaderConfig
 from memread.typed import DropoutRate, NonNegInt, PositiveInt
 
@@ -74,7 +74,7 @@ class ASReaderHeadConfig:
 
 @dataclass
 class IAAHeadConfig:
-    """The iaa head, and the options of :class:`~memread.readers.iaa.IterativeAlternatingAttention`
+    """The iaa head, and the options of :class:`~memread.heads.iaa.IterativeAlternatingAttention`
     (this is its config: the options are written here only)."""
 
     name: Literal["iaa"] = "iaa"

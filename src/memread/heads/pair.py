@@ -15,7 +15,7 @@ encoder. The pair is ``(first, second)`` (:mod:`memread.data.pipelines.pair`). E
   "MMA-NSE attention");
 - ``shallow_fusion`` / ``deep_fusion``: the reader (one with a memory tape, ``ReaderSpec.memory_tape``:
   the LSTMN) reads the first text; an LSTMN decoder of the same ``hidden``
-  (:class:`memread.readers.lstmn_fusion.LSTMNFusionDecoder`) reads the second conditioned on the
+  (:class:`memread.heads.decoders.lstmn_fusion.LSTMNFusionDecoder`) reads the second conditioned on the
   first's tapes (the LSTMN paper's "LSTMN shallow / deep fusion", sections 4 and 5.3): shallow fusion
   attends to the first text's hidden tape RNNSearch-style, deep fusion also gates its attended memory
   tape into the decoder's memory (eq. 10-15). The second text is represented by the decoder's outputs:
@@ -45,7 +45,7 @@ from memread.modules.attention import AdditiveAttention
 from memread.modules.pooling import pool
 from memread.modules.word_embedding import WordEmbedding
 from memread.readers import READERS, build_reader, readers_with
-from memread.readers.lstmn_fusion import FusionConfig, LSTMNFusionDecoder
+from memread.heads.decoders.lstmn_fusion import FusionConfig, LSTMNFusionDecoder
 from memread.typed import DropoutRate, PositiveInt
 
 Encoder = Literal["siamese", "two", "attention", "mma", "mma_attention", "shallow_fusion", "deep_fusion"]

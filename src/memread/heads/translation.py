@@ -10,15 +10,15 @@ beam search, incremental for every decoder). The NSE paper's IWSLT14 models (Mun
 section 4.5) and the LSTMN paper's fusion decoders (Cheng et al. 2016, section 4):
 
 - ``attention_decoder``: an LSTM (``decoder_layers``, ``hidden`` = ``reader.hidden``) with additive
-  attention over the encoder's output states (:mod:`memread.readers.attention_decoder`), optional input
+  attention over the encoder's output states (:mod:`memread.heads.decoders.attention`), optional input
   feeding. With ``reader.name = "lstm"``: the paper's LSTMs-LSTMs (RNNSearch-like); ``"nse"``: NSE-LSTMs.
 - ``nse_decoder``: an NSE that reads and writes the encoder's final memory (shared memory access) and
-  has no memory of its own (:mod:`memread.readers.nse_decoder`); with an NSE encoder, the paper's
+  has no memory of its own (:mod:`memread.heads.decoders.nse`); with an NSE encoder, the paper's
   NSE-NSE. The encoder must return a memory (``ReaderOutput.memory``: one slot per source word); the
   decoder's slots are the encoder's output size, its read/write LSTMs have ``reader.layers`` layers
   and ``reader.dropout``.
 - ``lstmn_shallow`` / ``lstmn_deep``: an LSTMN decoder with shallow or deep attention fusion
-  (:mod:`memread.readers.lstmn_fusion`, ``hidden`` = ``reader.hidden``) over an encoder with a memory
+  (:mod:`memread.heads.decoders.lstmn_fusion`, ``hidden`` = ``reader.hidden``) over an encoder with a memory
   tape (``ReaderSpec.memory_tape``: the LSTMN): its top-layer hidden tape is the source states, its
   memory tape the ``source_cells`` that deep fusion gates into the target memory.
 
@@ -39,9 +39,9 @@ from memread.errors import MemreadError
 from memread.heads.base import ModelOutput
 from memread.modules.word_embedding import WordEmbedding
 from memread.readers import build_reader
-from memread.readers.attention_decoder import AttentionDecoderConfig, AttentionLSTMDecoder
-from memread.readers.lstmn_fusion import FusionConfig, LSTMNFusionDecoder
-from memread.readers.nse_decoder import NSEDecoder, NSEDecoderConfig
+from memread.heads.decoders.attention import AttentionDecoderConfig, AttentionLSTMDecoder
+from memread.heads.decoders.lstmn_fusion import FusionConfig, LSTMNFusionDecoder
+from memread.heads.decoders.nse import NSEDecoder, NSEDecoderConfig
 from memread.typed import DropoutRate, PositiveInt
 
 
