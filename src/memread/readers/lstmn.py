@@ -268,7 +268,7 @@ class LSTMNReader(nn.Module):
         module docstring); attention (B, T, S): the top layer's weights s^t, if asked for. With
         ``return_cells`` the state also holds ``"cells"`` (B, S, H): the top layer's memory tape
         ``c_1 .. c_S``, aligned with ``memory`` (what a deep-fusion decoder reads as the source memory
-        tape A, :mod:`memread.readers.lstmn_fusion`); passed back as a state, that key is ignored.
+        tape A, :mod:`memread.heads.decoders.lstmn_fusion`); passed back as a state, that key is ignored.
         """
         B, T, _ = x.shape
         if mask is None:
