@@ -19,7 +19,7 @@ PACKAGE = SRC / "memread"
 
 # what may sit at the top level of src/memread: the spine of the library ...
 SPINE = {"__init__", "__main__", "_compiled", "bleu", "config", "decoding", "errors", "experiment",
-         "metrics", "params", "typed"}
+         "metrics", "params", "schema", "typed", "version"}
 # ... and at least these subpackages (csrc holds C++ headers only); a new subpackage is a new part of the
 # architecture and welcome, a new top-level module is not
 SUBPACKAGES = {"bench", "cli", "criteria", "csrc", "data", "heads", "modules", "readers", "tasks", "tools", "training"}

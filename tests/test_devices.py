@@ -283,9 +283,11 @@ def reader_dict(name: str) -> dict:
 LM_DATA, CLOZE_DATA, SST_DATA, SNLI_DATA = (EXPERIMENTS[h][0] for h in ("lm", "pointer", "mlp", "pair"))
 # (head, data, reader, head keys): every reader inside the LM, pointer-cloze and classifier heads, every
 # head with its default criterion as the head contract builds it, the pair head with each encoder
+# (a language model takes only the readers that read left to right: READERS[name].carries_state)
 READER_HEADS = [(h, d, reader_dict(n), k) for n in NAMES
                 for h, d, k in (("lm", LM_DATA, {"emb": 6}), ("pointer", CLOZE_DATA, {"emb": 6}),
-                                ("mlp", SST_DATA, {"emb": 6, "mlp": 8}))]
+                                ("mlp", SST_DATA, {"emb": 6, "mlp": 8}))
+                if h != "lm" or READERS[n].carries_state]
 PAIR_ENCODERS = {"siamese": "nse", "two": "lstmn", "attention": "lstm", "mma": "nse", "mma_attention": "nse",
                  "shallow_fusion": "lstmn", "deep_fusion": "lstmn"}
 PAIRS = [("pair", SNLI_DATA, reader_dict(r), {"emb": 6, "mlp": 8, "encoder": e}) for e, r in PAIR_ENCODERS.items()]
@@ -375,7 +377,9 @@ def test_head_and_criterion_create_nothing_on_another_device(fixtures, case, pat
 
 # ----------------------------------------------------------------------------- autocast
 
-LM_READERS = [("lm", LM_DATA, reader_dict(n), {"emb": 6}) for n in NAMES]
+# every reader under autocast: inside a language model where it reads left to right, else inside a classifier
+LM_READERS = [("lm", LM_DATA, reader_dict(n), {"emb": 6}) if READERS[n].carries_state else
+              ("mlp", SST_DATA, reader_dict(n), {"emb": 6, "mlp": 8}) for n in NAMES]
 AUTOCAST_CASES = unique(LM_READERS + CASES + PAIRS)
 
 

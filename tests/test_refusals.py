@@ -65,9 +65,9 @@ def test_a_model_that_cannot_fit_is_refused_before_anything_is_allocated_or_writ
 def test_where_the_memory_cannot_be_told_a_failed_allocation_is_one_line(config, tmp_path, capsys, monkeypatch):
     """No free-memory figure (another system), or a model that cannot be built on the meta device: the allocator's
     failure itself becomes the line."""
-    from memread.tasks import base
+    from memread.training import memory
 
-    monkeypatch.setattr(base, "available_memory", lambda device="cpu": None)
+    monkeypatch.setattr(memory, "available_memory", lambda device="cpu": None)
     run = tmp_path / "run"
     line = refused(capsys, run, "train", str(config), "--run-dir", str(run), "--set", "reader.hidden=100000000")
     assert "does not fit in memory" in line and "allocate" in line and "reader.hidden = 100000000" in line, line

@@ -13,9 +13,8 @@ The package is laid out like the architecture it implements:
 - ``cli``      the ``memread`` command
 """
 
-__version__ = "0.1.0"
-
 from memread.errors import MemreadError
+from memread.version import __version__
 
 
 def load(path, data_root=None, device: str = "cpu", checkpoint: str = "best"):

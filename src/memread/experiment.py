@@ -24,7 +24,7 @@ from memread.data.vocab import Vocab
 from memread.errors import MemreadError, human_bytes, os_error_line
 from memread.inference.archive import archive_config, is_archive, load_archive
 from memread.tasks import Task
-from memread.tasks.base import available_memory
+from memread.training.memory import available_memory
 from memread.training.checkpoint import (check_compatible, check_loop_state, clear_leftover_temps, load_checkpoint,
                                          load_model_state, write_text_atomically)
 from memread.training.loop import Trainer, evaluate

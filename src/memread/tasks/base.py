@@ -26,9 +26,10 @@ from torch import nn
 from memread.criteria import CRITERIA
 from memread.data.pipelines import DATASETS
 from memread.data.vocab import Vocab
-from memread.errors import MemreadError, allocation_failure, human_bytes
+from memread.errors import MemreadError, allocation_failure
 from memread.heads import HEADS
 from memread.heads.base import ModelOutput  # noqa: F401 (the one output type, re-exported)
+from memread.training.memory import check_fits
 
 
 @dataclass(frozen=True)
@@ -70,7 +71,7 @@ class Task:
         seed = self.cfg.train.seed if seed is None else seed
         meta = self.meta_model(seed)
         if meta is not None:
-            self._check_fits(sum(p.numel() for p in meta.parameters()), copies, device)
+            check_fits(sum(p.numel() for p in meta.parameters()), copies, device, self.sizes())
         torch.manual_seed(seed)
         try:
             return HEADS[self.cfg.head.name].build(self.cfg.head, self.cfg.reader, self.data)
@@ -101,66 +102,5 @@ class Task:
         words = [f"a vocabulary of {len(self.vocab):,} words"] if getattr(self, "vocab", None) is not None else []
         return ", ".join([text for _, text in sorted(found, key=lambda t: -t[0])[:3]] + words)
 
-    def _check_fits(self, params: int, copies: int, device: Any) -> None:
-        """Refuse a model whose ``params`` float32 parameters cannot be held: ``copies`` of them on ``device``
-        (the CPU, by default), and the one built on the CPU first."""
-        device = torch.device(device if device is not None else "cpu")
-        needs = [(torch.device("cpu"), 1), (device, copies)] if device.type != "cpu" else [(device, copies)]
-        for where, n in needs:
-            free = available_memory(where)
-            need = params * 4 * n
-            if free is not None and need > free:
-                held = {1: "its weights", 2: "its weights and their gradients"}.get(
-                    n, f"its weights, their gradients and the optimizer's state ({n} copies)")
-                raise MemreadError(
-                    f"the model does not fit in memory: {self.sizes()} give {params:,} parameters, "
-                    f"{human_bytes(need)} for {held}, and {where.type if where.index is None else where} has "
-                    f"{human_bytes(free)} free; lower those sizes")
-
     def build_criterion(self, model: nn.Module):
         return CRITERIA[self.cfg.criterion.name].build(self.cfg.criterion, self.data, model)
-
-
-def upgrade_sections(task: dict, where: str, routes: dict[str, tuple[str, str]], defaults: dict[str, Any],
-                     sections: dict[str, dict]) -> dict[str, dict]:
-    """Move the keys of an earlier ``[task]`` table into new sections: ``routes[old] = (section, key)``
-    for the keys that apply to this experiment. A key left over is dropped when it holds its earlier
-    default (run directories wrote every key) and refused, naming it, when it does not."""
-    out = {name: dict(table) for name, table in sections.items()}
-    for old, value in task.items():
-        if old == "name":
-            continue
-        if old in routes:
-            section, key = routes[old]
-            out.setdefault(section, {})[key] = value
-        elif old not in defaults:
-            raise MemreadError(f"{where}: unknown key 'task.{old}'")
-        elif value != defaults[old] and not (isinstance(value, list) and tuple(value) == defaults[old]):
-            raise MemreadError(f"{where}: key 'task.{old}' does not apply to this experiment ({old} = {value!r})")
-    return out
-
-
-def available_memory(device: Any = "cpu") -> int | None:
-    """Bytes that can still be allocated on ``device``: a CUDA device's free memory; for the CPU, the system's
-    available memory and free swap (``/proc/meminfo``), or what a cgroup's limit leaves when that is less. None
-    where this cannot be told (another system, another device kind)."""
-    device = torch.device(device)
-    if device.type == "cuda":
-        try:
-            return int(torch.cuda.mem_get_info(device)[0])
-        except (RuntimeError, AssertionError, ValueError):
-            return None
-    if device.type != "cpu":
-        return None
-    try:
-        info = dict(line.split(":", 1) for line in Path("/proc/meminfo").read_text().splitlines() if ":" in line)
-        free = (int(info["MemAvailable"].split()[0]) + int(info.get("SwapFree", "0 kB").split()[0])) * 1024
-    except (OSError, KeyError, ValueError):
-        return None
-    try:  # a container's limit (cgroup v2)
-        limit = Path("/sys/fs/cgroup/memory.max").read_text().strip()
-        if limit != "max":
-            free = min(free, int(limit) - int(Path("/sys/fs/cgroup/memory.current").read_text()))
-    except (OSError, ValueError):
-        pass
-    return max(free, 0)

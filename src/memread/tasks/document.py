@@ -9,7 +9,8 @@ document reader); criterion ``rating`` (:mod:`memread.criteria.document`: accura
 from __future__ import annotations
 
 from memread.errors import MemreadError
-from memread.tasks.base import TaskSpec, upgrade_sections
+from memread.tasks.base import TaskSpec
+from memread.tasks.legacy import upgrade_sections
 
 
 def check(cfg, where: str) -> None:

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 from memread.errors import MemreadError
 from memread.heads.pair import check_reader
-from memread.tasks.base import TaskSpec, upgrade_sections
+from memread.tasks.base import TaskSpec
+from memread.tasks.legacy import upgrade_sections
 
 SCORES = {"answer_selection": True, "cross_entropy": False}  # criterion -> does it score one output unit?
 

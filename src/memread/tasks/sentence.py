@@ -8,7 +8,8 @@ pool -> MLP, :mod:`memread.heads.classifier`); criterion ``cross_entropy``
 from __future__ import annotations
 
 from memread.errors import MemreadError
-from memread.tasks.base import TaskSpec, upgrade_sections
+from memread.tasks.base import TaskSpec
+from memread.tasks.legacy import upgrade_sections
 
 
 def check(cfg, where: str) -> None:

@@ -19,7 +19,8 @@ import dataclasses
 
 from memread.errors import MemreadError
 from memread.readers import READERS, readers_with
-from memread.tasks.base import TaskSpec, upgrade_sections
+from memread.tasks.base import TaskSpec
+from memread.tasks.legacy import upgrade_sections
 
 
 def check(cfg, where: str) -> None:

@@ -398,7 +398,7 @@ class Trainer:
         """The best checkpoint as a model archive (``memread export``'s), ``RUN/model.safetensors``."""
         import copy
 
-        from memread import __version__
+        from memread.version import __version__
         from memread.inference.archive import export_archive
         from memread.training.checkpoint import load_model_state
         from memread.training.loggers import ARCHIVE_NAME

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 
@@ -23,8 +23,8 @@ from memread.training.checkpoint import save_checkpoint
 from memread.training.distributed import gather, on_main, rng_state, set_rng_state, to_device
 from memread.training.metrics_log import last_is_best, valid_records
 
-if TYPE_CHECKING:
-    from memread.training.loop import Trainer
+# the functions below take the loop's Trainer (memread.training.loop), named Any here: the loop imports this module
+Trainer = Any
 
 
 def fresh_running() -> dict:
