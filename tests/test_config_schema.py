@@ -112,7 +112,14 @@ def with_value(raw: dict, section: str, key: str, value) -> dict:
     return out
 
 
-DELETE = object()
+class _Delete:
+    """A value that means: remove the key."""
+
+    def __repr__(self) -> str:
+        return "DELETE"  # a stable test id (pytest-xdist's workers must collect the same ids)
+
+
+DELETE = _Delete()
 
 REFUSED = [  # (section, key, value): refused by memread and by the schema alike
     ("train", "lrr", 0.1),  # unknown key
