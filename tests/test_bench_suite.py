@@ -49,7 +49,8 @@ def test_the_report_reads_the_latest_suite_run_only(tmp_path):
     report, readme = suite.report(tmp_path)
     assert "old table" not in report and report.endswith("## History\nkept\n") and "| nse | " in report
     assert "0.300 | 0.290 | 0.310 | 3" in report and "0.100" not in report
-    assert "| nse 0.30 (commit `abc1234`, Test CPU, 2 cores) |" in readme and "nse 0.10" not in readme
+    assert "| nse 0.30 | — | — | `results/benchmarks.md` |" in readme and "nse 0.10" not in readme
+    assert "abc1234" not in readme  # commits and machines are the report's, not the README's
     assert readme.endswith("| other | row |\n")  # the rest of the README is untouched
     assert (tmp_path / suite.REPORT).read_text() == report  # written back
     (tmp_path / suite.REPORT).write_text("# B\nno markers\n")
@@ -110,7 +111,8 @@ def test_the_report_keeps_each_checks_latest_run_and_says_where_each_came_from(t
     assert "`python benchmarks/daniluk_breakdown.py --ceiling`" in row and row.endswith("| yes |")
     assert "Suite run `2026-11-25T00:00:00Z` (nse), commit `abc1234`" in report
     assert "Suite run `2026-11-26T00:00:00Z` (kvp, kvp-of-ceiling), commit `def5678`" in report
-    assert "(commit `abc1234`, `def5678`, Test CPU, 2 cores)" in readme
+    assert "| nse 0.28, kvp 0.90 | — | — |" in readme  # the headline checks, in HEADLINE's order, each its latest
+    assert "kvp-of-ceiling" not in readme
 
 
 def test_a_script_check_runs_the_script_with_python(tmp_path, monkeypatch):
