@@ -74,18 +74,3 @@ def backend_fixture(kernels, what: str):
 
     return backend
 
-
-def compiled_switch_fixture(module, what: str):
-    """A fixture that runs a test on ``module``'s compiled loops (skipped where they cannot be built) and
-    on its Python path, by its module-global ``USE_COMPILED`` switch (:mod:`memread.modules.window`, which
-    has no backend option yet); ``module.kernels()`` builds them."""
-
-    @pytest.fixture(params=["compiled", "python"])
-    def backend(request, monkeypatch):
-        if request.param == "compiled" and module.kernels() is None:
-            pytest.skip(f"the compiled {what} are not available here (no compiler or ninja)")
-        monkeypatch.setattr(module, "USE_COMPILED", request.param == "compiled")
-        return request.param
-
-    return backend
-

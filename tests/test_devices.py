@@ -12,8 +12,8 @@ the autograd engine calls them without the torch-function mode stack (checked be
 memread inside the same context (they are found by subclass, so a new one is covered). Autograd's own
 backward formulas are C++ and create nothing from Python. Each reader runs as a plain module (two
 segments with the state carried where it carries state, resets, shared memories, attention and cell
-tapes asked for) on its fast path, with its compiled loops off (``backend = "function"`` for the LSTMN
-and the NSE, which then run their Python loops; the window readers' ``USE_COMPILED``) and on its
+tapes asked for) on its fast path, with its compiled loops off (``backend = "function"``: the LSTMN
+and the NSE then run their Python loops, the window readers their tensor ops) and on its
 ``impl = "reference"`` path; and inside the LM,
 pointer-cloze and classifier heads; every head runs with its default criterion (the setups of
 ``tests/test_head_contract.py``), the pair head with each encoder, and the translation heads also
@@ -41,7 +41,6 @@ import torch
 from torch import Tensor, nn
 
 import memread.heads  # noqa: F401 (every head, hence every reader and module, is imported)
-import memread.modules.memory_reads as memory_reads
 import memread.modules.window as window
 import memread.readers._lstmn_kernels as lstmn_kernels
 from memread.decoding import decode
@@ -165,41 +164,39 @@ def test_every_memread_function_is_wrapped(monkeypatch):
 
 # ----------------------------------------------------------------------------- the paths of each reader
 
-# readers whose fast path has a fall-back chosen by their ``backend`` option ("function": the Python loops) ...
-BACKENDS = {"lstmn", "nse"}
-# ... and modules with a switch between the fast path and its fall-back, and the readers that run through them
-SWITCHES = {"attention": (window, "USE_COMPILED"), "kv": (window, "USE_COMPILED"), "kvp": (window, "USE_COMPILED")}
+# readers whose fast path has a fall-back chosen by their ``backend`` option ("function": the Python loops
+# of the LSTMN and the NSE, the tensor ops of the window attention) ...
+BACKENDS = {"lstmn", "nse", "attention", "kv", "kvp"}
+# ... and the heads with one (the IAA's attention reads: "function" = their composition)
+HEAD_BACKENDS = {"iaa"}
 
 
-# ... and the heads whose modules have one (the IAA's fused attention reads)
-HEAD_SWITCHES = {"iaa": (memory_reads, "USE_COMPILED")}
-
-
-def test_every_switch_is_exercised():
-    """Every memread module with a ``USE_COMPILED`` switch (a compiled loop) is switched by SWITCHES or
-    HEAD_SWITCHES."""
-    compiled = {m.__name__ for m in list(sys.modules.values())
-                if getattr(m, "__name__", "").startswith("memread.") and hasattr(m, "USE_COMPILED")}
-    switched = [*SWITCHES.values(), *HEAD_SWITCHES.values()]
-    assert compiled == {mod.__name__ for mod, attr in switched if attr == "USE_COMPILED"}
+def test_every_backend_is_exercised():
+    """Every reader and head config with a ``backend`` option (a compiled path and its fall-back) runs both
+    here, and no memread module keeps a module-global switch for it."""
     assert BACKENDS == {n for n in NAMES if "backend" in {f.name for f in dataclasses.fields(READERS[n].Config)}}
+    from memread.heads.cloze import ClozeHeadConfig
+
+    heads = {c.__dataclass_fields__["name"].default for c in ClozeHeadConfig.__args__
+             if "backend" in c.__dataclass_fields__}
+    assert HEAD_BACKENDS == heads
+    switches = {m.__name__ for m in list(sys.modules.values()) if getattr(m, "__name__", "").startswith("memread.")
+                and any(hasattr(m, flag) for flag in ("USE_COMPILED", "USE_FUNCTION"))}
+    assert not switches, switches
 
 
 def reader_paths(name: str) -> list[str]:
-    fallback = name in SWITCHES or name in BACKENDS
+    fallback = name in BACKENDS
     return ["fast"] + (["fallback"] if fallback else []) + (["reference"] if has_reference(name) else [])
 
 
 READER_PATHS = [(n, p) for n in NAMES for p in reader_paths(n)]
 
 
-def make_reader(name: str, path: str, monkeypatch, dropout: float = 0.25, **extra):
+def make_reader(name: str, path: str, dropout: float = 0.25, **extra):
     """The reader's small contract config, on ``path``, in training mode; ``dropout`` where it has one."""
-    if path == "fallback" and name in BACKENDS:
+    if path == "fallback":
         extra["backend"] = "function"
-    elif path == "fallback":
-        module, attr = SWITCHES[name]
-        monkeypatch.setattr(module, attr, False)
     if path == "reference":
         extra["impl"] = "reference"
     torch.manual_seed(0)
@@ -241,7 +238,7 @@ def read_segments(name: str, reader, inp: dict) -> tuple[Tensor, list]:
 
 @pytest.mark.parametrize("name,path", READER_PATHS, ids=[f"{n}-{p}" for n, p in READER_PATHS])
 def test_reader_creates_nothing_on_another_device(name, path, monkeypatch):
-    reader = make_reader(name, path, monkeypatch)
+    reader = make_reader(name, path)
     results = []
     for on_meta in (False, True):
         reader.zero_grad(set_to_none=True)
@@ -335,15 +332,15 @@ def forward_loss(model, criterion, batches, carries: bool):
     return total, outs
 
 
-# the heads with a compiled path run a second time with it switched off
-HEAD_PATHS = [(c, path) for c in HEAD_CASES for path in ("fast", *(("fallback",) if c[0] in HEAD_SWITCHES else ()))]
+# the heads with a compiled path run a second time with it off (``backend = "function"``)
+HEAD_PATHS = [(c, path) for c in HEAD_CASES for path in ("fast", *(("fallback",) if c[0] in HEAD_BACKENDS else ()))]
 
 
 @pytest.mark.parametrize("case,path", HEAD_PATHS, ids=[f"{case_id(c)}-{p}" for c, p in HEAD_PATHS])
 def test_head_and_criterion_create_nothing_on_another_device(fixtures, case, path, monkeypatch):
     head, data, reader, keys = case
     if path == "fallback":
-        monkeypatch.setattr(*HEAD_SWITCHES[head], False)
+        keys = {**keys, "backend": "function"}
     task = head_task(fixtures, head, data, reader, keys)
     model = task.build_model()
     criterion = task.build_criterion(model)
@@ -436,9 +433,9 @@ def test_two_training_steps_under_float16_autocast(fixtures, case):
 
 
 @pytest.mark.parametrize("name,path", READER_PATHS, ids=[f"{n}-{p}" for n, p in READER_PATHS])
-def test_reader_under_bf16_autocast(name, path, monkeypatch):
+def test_reader_under_bf16_autocast(name, path):
     """Each path of each reader, alone: forward and backward under autocast, near its float32 values."""
-    reader = make_reader(name, path, monkeypatch, dropout=0.0)
+    reader = make_reader(name, path, dropout=0.0)
     inp = segment_inputs(name, reader)
     full, outs_full = read_segments(name, reader, inp)
     full.backward()
@@ -462,24 +459,15 @@ def test_the_compiled_loops_run_under_autocast(name, monkeypatch):
     if kernels() is None:
         pytest.skip(f"the compiled loops of {name} are not available here")
     calls = []
-    if name == "lstmn":
-        real = kernels.for_backend
+    real = kernels.for_backend
 
-        def spy(like, backend, who):
-            ops = real(like, backend, who)
-            calls.append((like.dtype, autocast_enabled("cpu"), ops is not None))
-            return ops
+    def spy(like, backend, who):
+        ops = real(like, backend, who)
+        calls.append((like.dtype, autocast_enabled("cpu"), ops is not None))
+        return ops
 
-        monkeypatch.setattr(kernels, "for_backend", spy)
-    else:
-        real = window.kernels.for_tensor
-
-        def spy(like, enabled=True):
-            calls.append((like.dtype, autocast_enabled("cpu"), real(like, enabled) is not None))
-            return real(like, enabled)
-
-        monkeypatch.setattr(window.kernels, "for_tensor", spy)
-    reader = make_reader(name, "fast", monkeypatch, dropout=0.0)
+    monkeypatch.setattr(kernels, "for_backend", spy)
+    reader = make_reader(name, "fast", dropout=0.0)
     inp = segment_inputs(name, reader)
     with torch.autocast("cpu", dtype=torch.bfloat16):
         loss, _ = read_segments(name, reader, inp)

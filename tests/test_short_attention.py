@@ -16,9 +16,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from conftest import compiled_switch_fixture
+from conftest import backend_fixture
 
 import memread.modules.window as window_module
+from memread.errors import MemreadError
 from memread.params import lm_parameters, match_hidden, match_lm_hidden
 from memread.readers import READERS, build_reader
 from memread.readers.attention_lm import AttentionLMConfig
@@ -32,7 +33,13 @@ REPO = Path(__file__).parent.parent
 E, K = 5, 12
 
 
-backend = compiled_switch_fixture(window_module, "window kernels")  # compiled window attention, then tensor ops
+backend = backend_fixture(window_module.kernels, "window kernels")  # compiled window attention, then tensor ops
+
+
+def with_backend(cfg, backend: str):
+    """``cfg`` with the window attention's ``backend`` (the readers without a window attention have none)."""
+    fields = {f.name for f in dataclasses.fields(cfg)}
+    return dataclasses.replace(cfg, backend=backend) if "backend" in fields else cfg
 
 
 # ----------------------------------------------------------------------------- the reference
@@ -89,7 +96,7 @@ CONFIGS = [
 @pytest.mark.parametrize("cfg", CONFIGS, ids=lambda c: f"{c.name}-{getattr(c, 'window', getattr(c, 'n', ''))}")
 def test_fast_reader_equals_the_equations_step_by_step(cfg, backend):
     torch.manual_seed(0)
-    reader = build_reader(cfg, E).double()
+    reader = build_reader(with_backend(cfg, backend), E).double()
     x, mask, reset = batch()
     expected, alpha, _ = read_in_segments(reference_of(reader), x, mask, reset, [0, 13])  # token by token
     for cuts in ([0, 13], [0, 4, 8, 13], list(range(14))):  # whole, in segments, one token at a time
@@ -102,7 +109,7 @@ def test_fast_reader_equals_the_equations_step_by_step(cfg, backend):
 
 def test_gradients_equal_the_reference_and_reach_every_parameter(backend):
     torch.manual_seed(0)
-    reader = build_reader(KeyValuePredictConfig(hidden=K, window=3), E).double()
+    reader = build_reader(KeyValuePredictConfig(hidden=K, window=3, backend=backend), E).double()
     x, mask, reset = batch()
     proj = torch.randn(reader.output_size, dtype=torch.float64)
     fast = (reader(x, mask, None, reset=reset).states[mask] @ proj).sum()
@@ -127,7 +134,7 @@ def _window_run(reader, x, mask, reset, w):
 
 @pytest.mark.parametrize("cfg", [AttentionLMConfig(hidden=37, window=4), KeyValuePredictConfig(hidden=3 * 37, window=5)],
                          ids=["attention", "kvp"])
-def test_compiled_window_equals_tensor_ops_in_float32(cfg, monkeypatch):
+def test_compiled_window_equals_tensor_ops_in_float32(cfg):
     """The compiled window attention against the tensor-op path in float32, at a width where its vector
     loops run their remainders (37 = 2 x 16 + 5), with documents, padding and a carried window."""
     if window_module.kernels() is None:
@@ -138,23 +145,22 @@ def test_compiled_window_equals_tensor_ops_in_float32(cfg, monkeypatch):
     x = x.float()
     w = torch.randn(3, 7, reader.output_size, generator=torch.Generator().manual_seed(2))
     names = ["first", "states", "attention"] + [n for n, _ in reader.named_parameters()]
-    monkeypatch.setattr(window_module, "USE_COMPILED", True)
+    reader.backend = "compiled"
     compiled = _window_run(reader, x, mask, reset, w)
-    monkeypatch.setattr(window_module, "USE_COMPILED", False)
+    reader.backend = "function"
     tensor_ops = _window_run(reader, x, mask, reset, w)
     for name, a, b in zip(names, compiled, tensor_ops, strict=True):
         torch.testing.assert_close(a, b, atol=2e-5, rtol=1e-4, msg=name)
         assert b.abs().sum() > 0, name
 
 
-def test_compiled_window_on_two_threads_equals_one_thread(monkeypatch):
+def test_compiled_window_on_two_threads_equals_one_thread():
     """The compiled pass splits positions (forward) and rows (backward) between threads and sums dw per
     row in order: two threads give what one gives, in float64, gradients included."""
     if window_module.kernels() is None:
         pytest.skip("the compiled window kernels are not available here (no compiler or ninja)")
-    monkeypatch.setattr(window_module, "USE_COMPILED", True)
     torch.manual_seed(0)
-    reader = build_reader(KeyValuePredictConfig(hidden=3 * 21, window=5), E).double()
+    reader = build_reader(KeyValuePredictConfig(hidden=3 * 21, window=5, backend="compiled"), E).double()
     g = torch.Generator().manual_seed(4)
     x = torch.randn(40, 13, E, generator=g, dtype=torch.float64)  # 40 x 7 positions: many threads' chunks
     mask = torch.ones(40, 13, dtype=torch.bool)
@@ -186,6 +192,28 @@ def test_without_compiled_kernels_the_window_uses_tensor_ops(monkeypatch):
     states = reader(x, mask, None, reset=reset).states
     expected = reference_of(reader)(x, mask, None, reset=reset).states
     assert torch.allclose(states[mask], expected[mask], atol=1e-12)
+    reader.backend = "compiled"  # insists: an error, not the tensor ops
+    with pytest.raises(MemreadError, match="reader kv: backend = 'compiled' needs the window attention kernels"):
+        reader(x, mask, None, reset=reset)
+
+
+@pytest.mark.parametrize("cfg", [AttentionLMConfig(hidden=K), KeyValueConfig(hidden=K), KeyValuePredictConfig(hidden=K)],
+                         ids=lambda c: c.name)
+def test_the_backend_is_one_option_checked_where_it_is_set(cfg):
+    """The window readers' ``backend``: "auto" by default (today's choice), passed to the window attention,
+    settable on the built reader, a name it does not offer refused where it is set, and "compiled" where the
+    kernels cannot run (a tensor in bfloat16) an error rather than a silent fall-back."""
+    assert cfg.backend == "auto"
+    reader = build_reader(dataclasses.replace(cfg, backend="function"), E)
+    assert reader.backend == reader.attention.backend == "function"
+    reader.backend = "auto"
+    assert reader.attention.backend == "auto"
+    with pytest.raises(MemreadError, match=f"reader {cfg.name}: backend must be one of"):
+        reader.backend = "autograd"
+    reader = build_reader(dataclasses.replace(cfg, backend="compiled"), E).bfloat16()
+    x = torch.randn(2, 4, E).bfloat16()
+    with pytest.raises(MemreadError, match="backend = 'compiled' runs on CPU tensors in float32 or float64"):
+        reader(x)
 
 
 def test_carried_state_is_nested_tensors_that_checkpoint_and_reset_forgets_it():

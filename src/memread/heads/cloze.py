@@ -86,6 +86,9 @@ class IAAHeadConfig:
     inference: PositiveInt = 512  # s, size of the inference GRU state
     gate_hidden: NonNegInt = 0  # hidden units of each search gate; 0 = the encoding size 2h
     fixed_query: bool = False  # ablation: uniform query attention q_{i,t} = 1/|Q|
+    # the attention reads: "auto" = the compiled fused read (C++) for CPU float32/float64 where it builds, else
+    # "function" (scores, masked softmax, glimpse in tensor ops; what a GPU runs); "compiled" = C++ or an error
+    backend: Literal["auto", "compiled", "function"] = "auto"
 
 
 ClozeHeadConfig = PointerHeadConfig | FinalStateHeadConfig | ASReaderHeadConfig | IAAHeadConfig

@@ -31,7 +31,10 @@ computed through :class:`~memread.modules.memory_reads.MemoryReads`, which forms
 encodings once for all T steps instead of once per read (the same values; faster on long documents).
 Each attention and its glimpse is one :meth:`~memread.modules.memory_reads.MemoryReads.attend`: on CPU
 float32 / float64 a compiled fused read (one pass over the encodings forward, one backward), elsewhere
-the composition ``masked_softmax(scores)`` then ``glimpse``.
+the composition ``masked_softmax(scores)`` then ``glimpse``. The head config's ``backend`` picks (settable
+on the built module, ``model.iaa.backend = "function"``): ``"auto"`` (the default) the fused read where it
+can run, ``"compiled"`` it or an error, ``"function"`` the composition everywhere (what a GPU runs); the
+same values (to float32 precision).
 Under ``torch.autocast`` the T steps (and their custom autograd functions) run in float32, with
 autocast off (:mod:`memread.modules.precision`); the encoders before them in the autocast dtype.
 """
@@ -44,10 +47,11 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
+from memread._compiled import check_backend
 from memread.modules.dropout import Dropout
 from memread.modules.loop_linears import LoopLinears
 from memread.modules.masking import masked_mean
-from memread.modules.memory_reads import MemoryReads
+from memread.modules.memory_reads import BACKENDS, MemoryReads
 from memread.modules.precision import float32_under_autocast
 
 
@@ -104,13 +108,15 @@ class IterativeAlternatingAttention(nn.Module):
     """Sections 3.2-3.3 over encodings of size ``enc_size`` (= 2h for bidirectional encoders).
 
     ``cfg`` is the iaa head's config (:class:`memread.heads.cloze.IAAHeadConfig`, where its options are
-    written): ``steps`` T, ``inference`` s, ``gate_hidden`` (0 = 2h), ``fixed_query``, ``dropout``."""
+    written): ``steps`` T, ``inference`` s, ``gate_hidden`` (0 = 2h), ``fixed_query``, ``dropout``,
+    ``backend`` (the attention reads' fused kernel or composition; settable, ``module.backend = ...``)."""
 
     def __init__(self, cfg, enc_size: int):
         super().__init__()
         if cfg.steps < 1:
             raise ValueError(f"IAA needs at least one inference step, got steps = {cfg.steps}")
         self.cfg = cfg
+        self.backend = cfg.backend
         s, e = cfg.inference, enc_size
         self.drop = Dropout(cfg.dropout)
         # q~_i^T (A_q s_{t-1} + a_q): A_q in R^{2h x s} (weight), a_q in R^{2h} (bias); absent in the ablation
@@ -122,14 +128,23 @@ class IterativeAlternatingAttention(nn.Module):
         self.doc_gate = SearchGate(s + 3 * e, gate_hidden, e, cfg.dropout)  # g_d -> r_d
         self.gru = GRUCellEq1(2 * e, s)  # s_t = f([r_q q_t, r_d d_t], s_{t-1})
 
+    @property
+    def backend(self) -> str:
+        """The attention reads' backend, ``"auto"``, ``"compiled"`` or ``"function"`` (the config's ``backend``)."""
+        return self._backend
+
+    @backend.setter
+    def backend(self, value: str) -> None:
+        self._backend = check_backend(value, BACKENDS, "head iaa")
+
     @float32_under_autocast  # the T-step recurrence and its custom Functions in float32 under autocast
     def forward(self, q_tilde: Tensor, q_mask: Tensor, d_tilde: Tensor, d_mask: Tensor,
                 trace: bool = False) -> IAAOutput:
         """q_tilde (B, Tq, 2h), q_mask (B, Tq), d_tilde (B, Td, 2h), d_mask (B, Td) -> IAAOutput."""
         B = q_tilde.size(0)
         s = q_tilde.new_zeros(B, self.cfg.inference)  # s_0
-        document = MemoryReads(d_tilde)
-        query = None if self.cfg.fixed_query else MemoryReads(q_tilde)
+        document = MemoryReads(d_tilde, self.backend, "head iaa")
+        query = None if self.cfg.fixed_query else MemoryReads(q_tilde, self.backend, "head iaa")
         linear = LoopLinears()  # each weight's gradient formed once for all T steps
         if self.cfg.fixed_query:  # q_{i,t} = 1 / |Q|
             q_att_fixed = q_mask.to(q_tilde.dtype) / q_mask.sum(1, keepdim=True).clamp_min(1).to(q_tilde.dtype)  # (B, Tq)

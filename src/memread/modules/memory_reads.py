@@ -21,9 +21,14 @@ backward ``dk = ds^T M`` and ``datt = M g``); on CPU tensors of float32 / float6
 softmax over each row's slots, the backward pass ``ds_i = att_i (g . m_i + e_i - g . glimpse - att . e)``
 (``e`` the gradient of ``att`` from its other uses) and ``dk = sum_i ds_i m_i`` while reading each
 ``m_i`` once. Its factors of ``dL/dM`` (``ds`` with ``k``, ``att`` with ``g``) join the deferred ones.
-Elsewhere (other devices and dtypes, no compiler, ``MEMREAD_NO_EXTENSIONS=1``, ``USE_COMPILED = False``)
+Elsewhere (other devices and dtypes, no compiler, ``MEMREAD_NO_EXTENSIONS=1``, ``backend = "function"``)
 :meth:`~MemoryReads.attend` is the composition ``scores -> masked_softmax -> glimpse``, the reference
 the kernel is tested against (tests/test_attend_kernel.py).
+
+**Backends.** ``MemoryReads(memory, backend)`` (the IAA head config's ``backend``): ``"auto"`` the fused
+kernel where it can run (CPU float32 / float64, keys of the memory's dtype and device, the source built),
+else the composition; ``"compiled"`` the fused kernel or a :class:`~memread.errors.MemreadError`;
+``"function"`` the composition everywhere (its deferred-gradient Functions; what a GPU runs).
 """
 
 from __future__ import annotations
@@ -33,22 +38,26 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
-from memread._compiled import CompiledOps
+from memread._compiled import CompiledOps, check_backend
+from memread.errors import MemreadError
 from memread.modules.masking import masked_softmax
 
 # The fused read (``_attend_kernels.cpp``) runs for CPU float32 / float64 tensors when it could be built;
-# otherwise :meth:`MemoryReads.attend` composes scores, masked_softmax and glimpse. Tests switch it off.
-USE_COMPILED = True
+# otherwise :meth:`MemoryReads.attend` composes scores, masked_softmax and glimpse. ``backend`` chooses.
 SOURCE = Path(__file__).with_name("_attend_kernels.cpp")
 # ``kernels()``: ``torch.ops.memread_attend`` (ops ``forward`` and ``backward``), built on first call
 kernels = CompiledOps("memread_attend", SOURCE, "memread_attend", "attention read kernels")
+# :meth:`MemoryReads.attend`'s backends (module docstring): "function" = the composition
+BACKENDS: tuple[str, ...] = ("auto", "compiled", "function")
 
 
 class MemoryReads:
     """Reads of ``memory`` (B, S, E): :meth:`scores` against keys, :meth:`glimpse` with weights,
-    :meth:`attend` both at once."""
+    :meth:`attend` both at once; ``backend`` picks :meth:`attend`'s fused kernel or composition (module
+    docstring), ``who`` names the model in its errors."""
 
-    def __init__(self, memory: Tensor):
+    def __init__(self, memory: Tensor, backend: str = "auto", who: str = "memory reads"):
+        self.backend, self.who = check_backend(backend, BACKENDS, who), who
         self.deferred = torch.is_grad_enabled() and memory.requires_grad
         self.left: list[Tensor] = []  # (B, S) factors
         self.right: list[Tensor] = []  # (B, E) factors
@@ -72,10 +81,15 @@ class MemoryReads:
         return self._memory_c
 
     def fused_ops(self, key: Tensor):
-        """``torch.ops.memread_attend`` when :meth:`attend` with ``key`` runs the compiled kernel, else None."""
+        """``torch.ops.memread_attend`` when :meth:`attend` with ``key`` runs the compiled kernel, else None
+        (with ``backend = "compiled"`` an error instead of None)."""
         if key.dtype != self._source.dtype or key.device != self._source.device:
+            if self.backend == "compiled":
+                raise MemreadError(f"{self.who}: backend = 'compiled' needs keys of the memory's dtype and device, "
+                                   f"got {key.dtype} on {key.device} for {self._source.dtype} on "
+                                   f"{self._source.device}; use backend = 'auto'")
             return None  # (the IAA loop runs in float32 under autocast: its keys are float32 there)
-        return kernels.for_tensor(self._source, USE_COMPILED)
+        return kernels.for_backend(self._source, self.backend, self.who)
 
     def attend(self, key: Tensor, mask: Tensor | None = None, glimpse: bool = True) -> tuple[Tensor, Tensor | None]:
         """``att = masked_softmax(M k, mask)`` (B, S) and, with ``glimpse``, ``att^T M`` (B, E) (else None):

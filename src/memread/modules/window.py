@@ -22,16 +22,19 @@ from typing import NamedTuple
 import torch
 from torch import Tensor, nn
 
-from memread._compiled import CompiledOps
+from memread._compiled import CompiledOps, check_backend
 from memread.modules.masking import masked_softmax
 from memread.modules.precision import in_float32
 
 # The compiled loops (``_window_kernels.cpp``) run (1)-(3) and their backward pass for CPU tensors when
-# they could be built (:mod:`memread._compiled`); otherwise the tensor-op path below. Tests switch them off.
-USE_COMPILED = True
+# they could be built (:mod:`memread._compiled`); otherwise the tensor-op path below. The reader's
+# ``backend`` option chooses (:class:`WindowAttention`).
 SOURCE = Path(__file__).with_name("_window_kernels.cpp")
 # ``kernels()``: ``torch.ops.memread_window`` (ops ``forward`` and ``backward``), built on first call
 kernels = CompiledOps("memread_window", SOURCE, "memread_window", "window attention kernels")
+# the fast path's backends (:data:`memread._compiled.Backend`): "function" = the tensor-op path of
+# :class:`_BandedAttention` (a hand-written autograd Function, what a GPU runs)
+BACKENDS: tuple[str, ...] = ("auto", "compiled", "function")
 
 
 class History(NamedTuple):
@@ -96,15 +99,20 @@ class WindowAttention(nn.Module):
     rest runs in :class:`_BandedAttention`, which writes M for all (t, j) into one buffer and
     differentiates by hand: on the CPU in one compiled pass over each position's window
     (``_window_kernels.cpp``), elsewhere with tensor ops (fewer passes over the (B, T, L, d) data than
-    autograd's graph of views). With ``impl = "reference"`` it is :func:`reference_attention` instead:
-    the equations one row and one position at a time, to check the fast path against. Under
+    autograd's graph of views). ``backend`` (the reader config's; settable, ``attention.backend = ...``)
+    picks: ``"auto"`` the compiled pass where it can run (CPU tensors in float32 / float64, the source
+    built), else the tensor ops; ``"compiled"`` the compiled pass or a :class:`~memread.errors.MemreadError`;
+    ``"function"`` the tensor ops everywhere. Same values (to float32 precision). With ``impl =
+    "reference"`` it is :func:`reference_attention` instead: the equations one row and one position at a
+    time, to check the fast path against. Under
     ``torch.autocast`` both run in float32 with autocast off (:mod:`memread.modules.precision`; on the
     CPU the compiled loops still run), the projections before them in the autocast dtype.
     """
 
-    def __init__(self, dim: int, impl: str = "fast"):
+    def __init__(self, dim: int, impl: str = "fast", backend: str = "auto", who: str = "window attention"):
         super().__init__()
-        self.impl = impl
+        self.impl, self.who = impl, who  # ``who`` names the reader in errors
+        self.backend = backend
         self.W_Y = nn.Linear(dim, dim, bias=False)
         self.W_h = nn.Linear(dim, dim, bias=False)
         self.w = nn.Linear(dim, 1, bias=False)
@@ -115,7 +123,17 @@ class WindowAttention(nn.Module):
         if self.impl == "reference":
             return in_float32(reference_attention, self, h, query, keys, values)
         # under autocast in float32 (memread.modules.precision): on the CPU, the compiled loops still run
-        return in_float32(_BandedAttention.apply, self.W_Y(keys), self.W_h(query), self.w.weight[0], values, visible(h))
+        return in_float32(_BandedAttention.apply, self.W_Y(keys), self.W_h(query), self.w.weight[0], values, visible(h),
+                          self.backend, self.who)
+
+    @property
+    def backend(self) -> str:
+        """The fast path's backend, ``"auto"``, ``"compiled"`` or ``"function"`` (the reader config's ``backend``)."""
+        return self._backend
+
+    @backend.setter
+    def backend(self, value: str) -> None:
+        self._backend = check_backend(value, BACKENDS, self.who)
 
 
 def reference_attention(att: WindowAttention, h: History, query: Tensor, keys: Tensor,
@@ -151,11 +169,13 @@ def reference_attention(att: WindowAttention, h: History, query: Tensor, keys: T
 class _BandedAttention(torch.autograd.Function):
     """(1)-(3) after the projections: WY (B, L+T, d) = W^Y keys, q (B, T, d) = W^h q_t, w (d,),
     values (B, L+T, dv), visible (B, T, L) -> r (B, T, dv), alpha (B, T, L). Slot j of position t is
-    slot t + j of the L+T sequence (step t - L + j)."""
+    slot t + j of the L+T sequence (step t - L + j). ``backend`` (:class:`WindowAttention`) picks the
+    compiled pass or the tensor ops; ``who`` names the reader in its error."""
 
     @staticmethod
-    def forward(ctx, WY: Tensor, q: Tensor, w: Tensor, values: Tensor, vis: Tensor):
-        ops = kernels.for_tensor(q, USE_COMPILED)
+    def forward(ctx, WY: Tensor, q: Tensor, w: Tensor, values: Tensor, vis: Tensor, backend: str = "auto",
+                who: str = "window attention"):
+        ops = kernels.for_backend(q, backend, who)
         ctx.compiled = ops is not None
         if ops is not None:
             values = values.contiguous()
@@ -183,7 +203,7 @@ class _BandedAttention(torch.autograd.Function):
         M, alpha, w, values = ctx.saved_tensors
         if ctx.compiled:  # the path the forward pass took
             d_WY, d_q, d_w, d_values = kernels().backward(dr.contiguous(), M, alpha, w.contiguous(), values)
-            return d_WY, d_q, d_w, d_values, None
+            return d_WY, d_q, d_w, d_values, None, None, None
         B, T, L, d = M.shape
         d_values = torch.zeros_like(values)
         d_alpha = torch.empty_like(alpha)
@@ -197,7 +217,7 @@ class _BandedAttention(torch.autograd.Function):
         d_WY = torch.zeros(B, T + L, d, dtype=M.dtype, device=M.device)
         for j in range(L):
             d_WY[:, j : j + T].add_(d_pre[:, :, j])
-        return d_WY, d_pre.sum(2), d_w, d_values, None
+        return d_WY, d_pre.sum(2), d_w, d_values, None, None, None
 
 
 def attention_matrix(alpha: Tensor) -> Tensor:

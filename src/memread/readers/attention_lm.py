@@ -16,7 +16,11 @@ At the start of a document fewer than L outputs exist and attention covers only 
 token of a document has none, so r_t = 0.
 
 ``impl = "reference"`` reads the same equations one token at a time (:meth:`DocumentLSTM.reference`,
-:func:`memread.modules.window.reference_attention`), to check the fast path against.
+:func:`memread.modules.window.reference_attention`), to check the fast path against. The fast path's
+window attention runs compiled on the CPU or in tensor ops, as the config's ``backend`` says (settable on
+a built reader, ``reader.backend = "function"``; :class:`memread.modules.window.WindowAttention`): ``"auto"``
+(the default) the compiled pass where it can run, ``"compiled"`` it or an error, ``"function"`` the tensor
+ops everywhere (what a GPU runs). Same values (to float32 precision).
 """
 
 from __future__ import annotations
@@ -42,6 +46,9 @@ class AttentionLMConfig:
     init_range: PositiveFloat = 0.1  # every weight uniform in (-r, r) (section 4.1)
     forget_bias: float = 1.0  # LSTM forget-gate bias (section 4.1)
     impl: Literal["fast", "reference"] = "fast"  # "reference": the equations token by token, to check against
+    # the fast path's window attention: "auto" = the compiled C++ pass for CPU tensors where it builds, else
+    # "function" (the hand-written autograd Function in tensor ops, what a GPU runs); "compiled" = C++ or an error
+    backend: Literal["auto", "compiled", "function"] = "auto"
 
     @property
     def hidden_multiple(self) -> int:
@@ -64,13 +71,22 @@ class WindowAttentionReader(nn.Module):
         d = cfg.hidden // parts  # size of a key, a value, a predict part and of h*
         self.cfg, self.d = cfg, d
         self.lstm = DocumentLSTM(input_size, cfg.hidden, cfg.init_range, cfg.forget_bias)
-        self.attention = WindowAttention(d, cfg.impl)  # W^Y, W^h, w
+        self.attention = WindowAttention(d, cfg.impl, cfg.backend, f"reader {cfg.name}")  # W^Y, W^h, w
         self.W_r = nn.Linear(d, d, bias=False)
         self.W_x = nn.Linear(d, d, bias=False)
         for name, p in self.named_parameters():
             if not name.startswith("lstm."):
                 nn.init.uniform_(p, -cfg.init_range, cfg.init_range)
         self.input_size, self.output_size = input_size, d
+
+    @property
+    def backend(self) -> str:
+        """The window attention's backend, ``"auto"``, ``"compiled"`` or ``"function"`` (the config's ``backend``)."""
+        return self.attention.backend
+
+    @backend.setter
+    def backend(self, value: str) -> None:
+        self.attention.backend = value
 
     def forward(self, x: Tensor, mask: Tensor | None = None, state: dict | None = None,
                 return_attention: bool = False, reset: Tensor | None = None) -> ReaderOutput:

@@ -31,6 +31,9 @@ class KeyValueConfig:
     init_range: PositiveFloat = 0.1
     forget_bias: float = 1.0
     impl: Literal["fast", "reference"] = "fast"  # "reference": the equations token by token, to check against
+    # the fast path's window attention: "auto" = the compiled C++ pass for CPU tensors where it builds, else
+    # "function" (the hand-written autograd Function in tensor ops, what a GPU runs); "compiled" = C++ or an error
+    backend: Literal["auto", "compiled", "function"] = "auto"
 
     @property
     def hidden_multiple(self) -> int:
