@@ -145,7 +145,7 @@ def test_every_subpackage_is_a_package(package):
 
 
 def test_task_files_are_short_recipes():
-    """A task file wires parts (which fit together, how the earlier [task] form reads); data, heads and
+    """A task file wires parts (which fit together); data, heads and
     criteria live in their own packages. The longest one stays well under 150 lines."""
     lengths = {p.name: len(p.read_text(encoding="utf-8").splitlines()) for p in (PACKAGE / "tasks").glob("*.py")}
     assert max(lengths.values()) < 120, lengths

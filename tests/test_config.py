@@ -110,48 +110,65 @@ def test_every_section_is_airtight(tmp_path):
         load_experiment(write(tmp_path, GOOD.replace('"stories-text"', '"stories-text"\ndocuments = true')))
 
 
-LEGACY = """
+TASK_FORM = """
 [task]
 name = "lm"
 dataset = "stories"
 stories = 50
 emb = 16
-dropout = 0.3
-loss_reduction = "token"
 [reader]
 name = "lstm"
 hidden = 16
 """
+REFUSED = ("the [task] form of memread before 0.1 is no longer read; rewrite it with [data], [head] and [criterion] "
+           "sections (docs/tasks.md)")
 
 
-def test_the_earlier_task_form_is_translated(tmp_path):
-    old = load_experiment(write(tmp_path, LEGACY))
-    new = load_experiment(write(tmp_path, """
-[data]
-name = "stories-text"
-stories = 50
-[head]
-name = "lm"
-emb = 16
-dropout = 0.3
-[criterion]
-name = "lm_nll"
-reduction = "token"
-[reader]
-name = "lstm"
-hidden = 16
-"""))
-    assert old == new
-    assert load_experiment(write(tmp_path, LEGACY), ["data.bptt=7", "head.emb=8"]).data.bptt == 7  # --set: new names
-    assert load_experiment(write(tmp_path, LEGACY), ["task.bptt=9"]).data.bptt == 9  # or the file's own
-    with pytest.raises(MemreadError, match=r"\[task\] \(the earlier form\) and \[data\] cannot mix.*data.KEY"):
+def files(folder: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def test_the_task_form_is_refused_in_one_line_and_nothing_is_written(tmp_path):
+    """An experiment file of the [task] form of memread before 0.1, and a run folder whose config.json holds
+    "task", are refused with one line naming the file; nothing is written (no run folder, no file changed)."""
+    import subprocess
+    import sys
+
+    from conftest import subprocess_env
+    from memread.experiment import read_run_config, resume_run
+
+    for text, overrides in [(TASK_FORM, []), (TASK_FORM, ["task.bptt=9"]), (TASK_FORM, ["data.bptt=9"]),
+                            (GOOD + '[task]\nname = "lm"\n', [])]:
+        path = write(tmp_path, text)
+        with pytest.raises(MemreadError, match=rf"^{re.escape(f'{path}: {REFUSED}')}$"):
+            load_experiment(path, overrides)
+    # --set task.KEY on a file of sections is no section of it
+    with pytest.raises(MemreadError, match=r"exp.toml: unknown section 'task'"):
         load_experiment(write(tmp_path, GOOD), ["task.bptt=9"])
-    with pytest.raises(MemreadError, match=r"unknown key 'task.bogus'"):
-        load_experiment(write(tmp_path, LEGACY.replace("emb = 16", "emb = 16\nbogus = 1")))
-    with pytest.raises(MemreadError, match=r"key 'task.story_seed' does not apply to this experiment"):
-        load_experiment(write(tmp_path, LEGACY.replace('dataset = "stories"\nstories = 50', 'dataset = "ptb"\nstory_seed = 3')))
-    # an earlier key at its earlier default that does not apply (run directories wrote every key): dropped
-    assert load_experiment(write(tmp_path, LEGACY.replace('dataset = "stories"\nstories = 50', 'dataset = "ptb"\nstory_seed = 0'))).data.name == "ptb"
+    path = write(tmp_path, TASK_FORM)
+    before = files(tmp_path)
+    r = subprocess.run([sys.executable, "-m", "memread", "train", str(path), "--run-dir", str(tmp_path / "run")],
+                       capture_output=True, text=True, timeout=300, env=subprocess_env(MEMREAD_DATA=str(tmp_path)))
+    assert r.returncode != 0 and r.stderr.strip().splitlines()[-1].endswith(f"{path}: {REFUSED}"), r.stderr
+    assert files(tmp_path) == before and not (tmp_path / "run").exists()
+
+    run = tmp_path / "old-run"
+    run.mkdir()
+    good = load_experiment(write(tmp_path, GOOD)).to_dict()
+    (run / "config.json").write_text(json.dumps({"task": {"name": "lm", "dataset": "stories", "stories": 50},
+                                                 "reader": good["reader"], "train": good["train"]}))
+    before = files(tmp_path)
+    stored = run / "config.json"
+    line = rf"^{re.escape(f'{stored}: {REFUSED}')}$"
+    for overrides in ([], ["train.lr=0.5"]):
+        with pytest.raises(MemreadError, match=line):
+            read_run_config(run, overrides)
+    with pytest.raises(MemreadError, match=line):
+        resume_run(run, tmp_path, ["train.max_steps=3"])
+    r = subprocess.run([sys.executable, "-m", "memread", "eval", str(run)], capture_output=True, text=True,
+                       timeout=300, env=subprocess_env(MEMREAD_DATA=str(tmp_path)))
+    assert r.returncode != 0 and r.stderr.strip().splitlines()[-1].endswith(f"{stored}: {REFUSED}"), r.stderr
+    assert files(tmp_path) == before
 
 
 def test_bad_toml_names_file_and_line(tmp_path):
@@ -297,12 +314,12 @@ def test_range_in_typed_from_dict():
     assert math.inf in Range(0) and math.nan not in Range(0) and math.nan not in Range()
 
 
-# a section written as a value, `task = "lm"`: one error naming the file and the section
+# a section written as a value, `train = 3`: one error naming the file and the section
 def without(section: str, text: str = GOOD) -> str:
     return re.sub(rf"\[{section}\]\n(?:[^\[\n].*\n)*", "", text)
 
 
-@pytest.mark.parametrize("section, value", [("task", '"lm"'), ("reader", '"lstm"'), ("train", "3"), ("data", "1"),
+@pytest.mark.parametrize("section, value", [("reader", '"lstm"'), ("train", "3"), ("data", "1"),
                                              ("head", "[1, 2]"), ("criterion", '"lm_nll"')])
 def test_a_section_written_as_a_value_is_one_error(tmp_path, section, value):
     message = rf"exp.toml: '{section}' must be a table, got {re.escape(repr(tomllib.loads(f'v = {value}')['v']))}$"
@@ -311,10 +328,6 @@ def test_a_section_written_as_a_value_is_one_error(tmp_path, section, value):
         load_experiment(path)
     with pytest.raises(MemreadError, match=message):  # --set into it: the same error, not "not a section"
         load_experiment(path, [f"{section}.x=1"])
-    if section in ("task", "reader", "train"):  # beside the earlier [task] form
-        legacy = f"{section} = {value}\n" + without(section, LEGACY)
-        with pytest.raises(MemreadError, match=message):
-            load_experiment(write(tmp_path, legacy), ["task.bptt=9"])
 
 
 def test_a_run_directory_with_a_section_written_as_a_value(tmp_path):
@@ -323,7 +336,7 @@ def test_a_run_directory_with_a_section_written_as_a_value(tmp_path):
     good = load_experiment(write(tmp_path, GOOD)).to_dict()
     for raw, message in [({**good, "train": 3}, "'train' must be a table, got 3"),
                          ({**good, "reader": "lstm"}, "'reader' must be a table, got 'lstm'"),
-                         ({"task": "lm", "reader": good["reader"]}, "'task' must be a table, got 'lm'")]:
+                         ({"task": "lm", "reader": good["reader"]}, re.escape(REFUSED))]:
         (tmp_path / "config.json").write_text(json.dumps(raw))
         for overrides in ([], ["train.lr=0.5"]):
             with pytest.raises(MemreadError, match=rf"config.json: {message}$"):

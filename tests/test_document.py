@@ -1,6 +1,5 @@
 """Document-level sentiment (NSE section 4.4): the Tang et al. and aclImdb readers, sentence splitting,
-bucketing by sentence count, masking at both levels, checkpointing, the metrics, the earlier [task]
-form, and that tiny hierarchical models learn."""
+bucketing by sentence count, masking at both levels, checkpointing, the metrics, and that tiny hierarchical models learn."""
 
 from __future__ import annotations
 
@@ -14,7 +13,7 @@ from collections import Counter
 import pytest
 import torch
 
-from memread.config import ExperimentConfig, TrainConfig, apply_overrides, experiment_from_dict, upgrade
+from memread.config import ExperimentConfig, TrainConfig, apply_overrides, experiment_from_dict
 from memread.criteria.document import RatingConfig, rating_sq_error
 from memread.data.pipelines.document import DocumentPipeline, IMDBAclConfig, TangConfig, pad_documents
 from memread.data.documents import ACL_IMDB_FILE, Document, dev_split, read_acl_imdb, read_tang, split_document
@@ -289,8 +288,8 @@ def test_a_tiny_hierarchical_model_learns(tmp_path):
 def test_trains_end_to_end_on_tang_fixtures_with_the_loop(fixtures, tmp_path):
     from memread.experiment import final_evaluation, start_run
 
-    path = fixtures.parent.parent / "configs" / "imdb" / "nse-lstm.toml"  # the earlier [task] form
-    raw = upgrade(tomllib.loads(path.read_text(encoding="utf-8")), str(path))
+    path = fixtures.parent.parent / "configs" / "imdb" / "nse-lstm.toml"
+    raw = tomllib.loads(path.read_text(encoding="utf-8"))
     assert raw["data"]["name"] == "imdb-acl" and raw["head"]["name"] == "hierarchical"
     data = {k: v for k, v in raw["data"].items() if k != "dev_fraction"}  # aclImdb's own key
     raw["data"] = {**data, "name": "tang", "vectors": "", "tang_train": "tang/train.ss", "tang_valid": "tang/dev.ss",
@@ -313,22 +312,10 @@ def test_config_rejects_unknown_doc_reader():
         IMDBAclConfig(dev_fraction=1.0)
 
 
-def test_the_earlier_task_form_is_routed_and_keys_that_do_not_apply_are_refused():
-    task = {"name": "document", "dataset": "tang", "tang_train": "a.ss", "emb": 6, "doc_reader": "nse",
-            "dev_fraction": 0.1, "checkpoint_sentences": True}  # dev_fraction at its default: dropped
-    raw = upgrade({"task": task, "reader": {"name": "nse", "hidden": 6}}, "old.toml")
-    assert raw["data"] == {"name": "tang", "tang_train": "a.ss"} and raw["criterion"] == {"name": "rating"}
-    assert raw["head"] == {"name": "hierarchical", "emb": 6, "doc_reader": "nse", "checkpoint_sentences": True}
-    cfg = experiment_from_dict(raw, "old.toml")
-    assert cfg.task == "document" and cfg.head.doc_reader_config().hidden == 100
-    with pytest.raises(MemreadError, match=r"old.toml: key 'task.dev_fraction' does not apply"):
-        upgrade({"task": {**task, "dev_fraction": 0.2}}, "old.toml")
-    with pytest.raises(MemreadError, match=r"old.toml: unknown key 'task.bptt'"):
-        upgrade({"task": {**task, "bptt": 35}}, "old.toml")
-    with pytest.raises(MemreadError, match=r"'task.dataset' must be one of \['imdb-acl', 'tang'\]"):
-        upgrade({"task": {**task, "dataset": "yelp"}}, "old.toml")
+def test_a_key_of_another_dataset_is_refused():
     with pytest.raises(MemreadError, match=r"unknown key 'data.dev_fraction'"):
-        experiment_from_dict({**raw, "data": {"name": "tang", "dev_fraction": 0.2}}, "new.toml")
+        experiment_from_dict({"data": {"name": "tang", "dev_fraction": 0.2}, "head": {"name": "hierarchical"},
+                              "reader": {"name": "nse", "hidden": 6}}, "new.toml")
 
 
 # ----------------------------------------------------------------------------- real data

@@ -283,19 +283,12 @@ def test_config_rejects_options_of_another_head_or_dataset():
         return experiment_from_dict({"data": data or {"name": "stories"}, "head": head or {"name": "pointer"},
                                      "reader": reader or {"name": "gru"}}, "exp.toml")
 
-    def earlier(**task):  # the [task] form
-        return experiment_from_dict({"task": {"name": "cloze", **task}, "reader": {"name": "gru"}}, "exp.toml")
-
     with pytest.raises(MemreadError, match="unknown key 'head.steps'"):
         experiment(head={"name": "pointer", "steps": 3})
     with pytest.raises(MemreadError, match="unknown key 'data.tasks'"):
         experiment(data={"name": "stories", "tasks": [1]})
     with pytest.raises(MemreadError, match="unknown key 'head.share_encoder'"):
         experiment(head={"name": "final_state", "share_encoder": True})
-    with pytest.raises(MemreadError, match="'task.steps' does not apply"):
-        earlier(head="pointer", steps=3)
-    with pytest.raises(MemreadError, match="'task.babi_tasks' does not apply"):
-        earlier(babi_tasks=[1])
     with pytest.raises(MemreadError, match="key 'head.steps' must be at least 1"):
         experiment(head={"name": "iaa", "steps": 0})
     with pytest.raises(MemreadError, match="head 'final_state' .* reader 'nse' carries no state"):
@@ -306,30 +299,6 @@ def test_config_rejects_options_of_another_head_or_dataset():
         experiment(head={"name": "lm"})
     assert ASReaderHeadConfig(share_encoder=True).share_encoder
     assert experiment(head={"name": "as_reader", "share_encoder": True}).head.share_encoder
-
-
-def test_earlier_task_form_reads_as_data_head_and_criterion():
-    """A shipped config of the [task] form, and a run directory's config.json (every key written)."""
-    cfg = experiment_from_dict({"task": {"name": "cloze", "dataset": "babi", "babi_dir": "babi/en-10k", "babi_tasks": [1, 2],
-                                         "babi_max_sentences": 50, "head": "iaa", "steps": 8, "inference": 128,
-                                         "fixed_query": True, "emb": 64, "dropout": 0.2, "emb_l2": 1e-4,
-                                         "init": "paper", "bucket": 20},
-                                "reader": {"name": "gru", "hidden": 64, "bidirectional": True}}, "babi.toml")
-    assert cfg.data == BabiClozeConfig(dir="babi/en-10k", tasks=(1, 2), max_sentences=50, bucket=20)
-    assert cfg.head == IAAHeadConfig(emb=64, dropout=0.2, init="paper", steps=8, inference=128, fixed_query=True)
-    # the earlier form predates criterion.normalize: it trained on the candidates' renormalised pointer-sum
-    assert cfg.criterion == ClozeNLLConfig(emb_l2=1e-4, normalize="candidates") and cfg.task == "cloze"
-    run_dir_json = {"name": "cloze", "dataset": "files", "head": "as_reader", "emb": 32, "dropout": 0.0, "stories": 4000,
-                    "story_seed": 0, "train_file": "a", "valid_file": "b", "test_file": "c", "books": [], "valid_books": [],
-                    "test_books": [], "word_class": "NE", "window_stride": 1, "babi_dir": "babi/en-10k",
-                    "babi_tasks": [1, 2, 4, 5, 11, 12, 13, 14, 16], "babi_max_sentences": 50, "min_count": 2,
-                    "max_vocab": 0, "bucket": 0, "init": "torch", "emb_l2": 0.0, "share_encoder": True, "steps": 8,
-                    "inference": 512, "gate_hidden": 0, "fixed_query": False}
-    cfg = experiment_from_dict({"task": run_dir_json, "reader": {"name": "gru"}}, "config.json")
-    assert cfg.data.name == "cbt" and (cfg.data.train_file, cfg.data.min_count) == ("a", 2)
-    assert cfg.head == ASReaderHeadConfig(emb=32, share_encoder=True) and cfg.criterion == ClozeNLLConfig(normalize="candidates")
-    with pytest.raises(MemreadError, match="'task.dataset' must be one of"):
-        experiment_from_dict({"task": {"name": "cloze", "dataset": "squad"}, "reader": {"name": "gru"}}, "x.toml")
 
 
 def test_length_buckets_are_deterministic_complete_and_pad_less():

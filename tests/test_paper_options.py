@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import json
 import math
-import shutil
 import time
 
 import pytest
@@ -29,7 +28,7 @@ from memread.criteria import CRITERIA
 from memread.criteria.cloze import ClozeNLLConfig
 from memread.data.pipelines.cloze import ClozePipeline, StoriesClozeConfig
 from memread.errors import MemreadError
-from memread.experiment import final_evaluation, load_trained, resume_run, start_run
+from memread.experiment import load_trained, resume_run, start_run
 from memread.heads import HEADS
 from memread.heads.base import ModelOutput
 from memread.modules.pointer_sum import answer_log_prob, candidate_log_probs, occurrences
@@ -294,11 +293,11 @@ def test_a_tiny_stories_run_trains_with_the_papers_objective(tmp_path):
     assert saved["criterion"]["normalize"] == "document"  # the run directory says which objective it trained
 
 
-def test_the_papers_objective_is_the_default_and_runs_written_before_the_key_read_as_trained(fixtures, tmp_path):
+def test_the_papers_objective_is_the_default_and_runs_written_before_the_key_read_as_trained(tmp_path):
     """``normalize`` defaults to "document", the papers' objective; ``final_state`` (no document attention) is
     refused without "candidates", naming the key. Run directories written before the key existed trained on
-    "candidates" (memread's only form then): the earlier [task] form and a new-form config.json without the key
-    both read as "candidates", evaluate to their own numbers and resume without a config mismatch."""
+    "candidates" (memread's only form then): a config.json and checkpoint without the key read as "candidates" and
+    resume without a config mismatch."""
     base = {"data": {"name": "stories", "stories": 60}, "reader": {"name": "gru", "hidden": 6, "bidirectional": True},
             "criterion": {"name": "cloze_nll"}}
     assert experiment_from_dict({**base, "head": {"name": "iaa"}}, "test").criterion.normalize == "document"
@@ -306,16 +305,6 @@ def test_the_papers_objective_is_the_default_and_runs_written_before_the_key_rea
         experiment_from_dict({**base, "head": {"name": "final_state"}}, "test")
     both = {**base, "head": {"name": "final_state"}, "criterion": {"name": "cloze_nll", "normalize": "candidates"}}
     assert experiment_from_dict(both, "test").criterion.normalize == "candidates"
-    # the earlier [task] form
-    run = tmp_path / "cloze-stories-iaa"
-    shutil.copytree(fixtures / "legacy-runs" / "cloze-stories-iaa", run)
-    cfg, _, _ = load_trained(run, tmp_path)
-    assert cfg.criterion.normalize == "candidates"
-    expected = json.loads((run / "final.json").read_text())
-    got = final_evaluation(run, tmp_path)
-    for split in ("valid", "test"):
-        for key, value in expected[split].items():
-            assert got[split][key] == pytest.approx(value, rel=1e-6), (split, key)
     # a new-form run of the candidates' objective, its config.json and checkpoint as a memread before the key
     # wrote them (without it)
     cfg = experiment_from_dict({**base, "head": {"name": "as_reader", "emb": 8},

@@ -24,7 +24,6 @@ from memread.readers.nse import NSEConfig
 from memread.readers.rnn import RNNReaderConfig
 from memread.training.loop import evaluate
 
-WORDS = 'emb = 8\nvectors = "glove/tiny.txt"\nmlp = 8\n'
 TRAIN = "[train]\nmax_steps = 6\nbatch_size = 4\nprogress = false\nlog_every = 2\n"
 
 
@@ -38,18 +37,17 @@ NEW_WORDS = '[data]\n{data}vectors = "glove/tiny.txt"\n\n[head]\n{head}emb = 8\n
 
 @pytest.mark.slow
 @pytest.mark.parametrize("task,reader,keys", [
-    # the earlier [task] form (shipped configs and old run directories) ...
-    ('name = "classify"\nfine = false\nfreeze = true\npool = "last"\n', 'name = "nse"\nhidden = 8', {"accuracy", "nll"}),
-    ('name = "classify"\nfirst_epoch_scale = 0.35\n', 'name = "lstmn"\nhidden = 8\nspan = 0', {"accuracy"}),
-    ('name = "pair"\ndataset = "snli"\nencoder = "mma_attention"\n', 'name = "nse"\nhidden = 8', {"accuracy"}),
-    ('name = "pair"\ndataset = "wikiqa"\nencoder = "attention"\n', 'name = "lstm"\nhidden = 8', {"map", "mrr", "questions"}),
-    # ... and [data] + [head] (+ the dataset's default criterion)
+    # [data] + [head] (+ the dataset's default criterion)
+    (('name = "sst"\nfine = false\n', 'name = "mlp"\nfreeze = true\npool = "last"\n'), 'name = "nse"\nhidden = 8', {"accuracy", "nll"}),
+    (('name = "sst"\n', 'name = "mlp"\nfirst_epoch_scale = 0.35\n'), 'name = "lstmn"\nhidden = 8\nspan = 0', {"accuracy"}),
+    (('name = "snli"\n', 'name = "pair"\nencoder = "mma_attention"\n'), 'name = "nse"\nhidden = 8', {"accuracy"}),
+    (('name = "wikiqa"\n', 'name = "pair"\nencoder = "attention"\n'), 'name = "lstm"\nhidden = 8', {"map", "mrr", "questions"}),
     (('name = "sst"\nfine = false\n', 'name = "mlp"\nfirst_epoch_scale = 0.35\n'), 'name = "lstm"\nhidden = 8', {"accuracy"}),
     (('name = "wikiqa"\n', 'name = "pair"\nencoder = "mma"\n'), 'name = "nse"\nhidden = 8', {"map", "mrr", "questions"}),
 ])
 def test_train_and_eval_on_fixtures(tmp_path, fixtures, task, reader, keys):
     cfg = tmp_path / "exp.toml"
-    sections = f"[task]\n{task}{WORDS}" if isinstance(task, str) else NEW_WORDS.format(data=task[0], head=task[1])
+    sections = NEW_WORDS.format(data=task[0], head=task[1])
     cfg.write_text(f"{sections}\n[reader]\n{reader}\n\n{TRAIN}")
     run = tmp_path / "run"
     r = memread("train", cfg, "--run-dir", run, data_root=fixtures)

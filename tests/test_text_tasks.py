@@ -261,28 +261,7 @@ def test_wikiqa_statistics_equal_map_mrr_of_all_scores(tmp_path):
     assert got["map"] == pytest.approx(want["map"]) and got["mrr"] == pytest.approx(want["mrr"])
 
 
-# ------------------------------------------------------------------ the experiment file: sections and the earlier [task] form
-
-OLD_SST = {"name": "classify", "dataset": "sst", "fine": True, "phrases": False, "emb": 300, "vectors": "", "oov": "zero",
-           "freeze": False, "first_epoch_scale": 1.0, "lowercase": True, "emb_dropout": 0.0, "pool": "mean", "mlp": 300,
-           "dropout": 0.5, "min_count": 1, "bucket": 0}  # every key, as a run directory's config.json wrote it
-
-
-def test_earlier_task_tables_translate_into_sections():
-    cfg = experiment_from_dict({"task": dict(OLD_SST, fine=False, emb=50, pool="last"), "reader": {"name": "lstm"}}, "run")
-    assert cfg.data == SSTConfig(fine=False) and cfg.head == MLPHeadConfig(emb=50, pool="last")
-    assert cfg.criterion == CrossEntropyConfig() and cfg.task == "classify" and cfg.data.outputs == 2
-    old = {"name": "pair", "dataset": "wikiqa", "encoder": "mma_attention", "vectors": "g.txt", "bucket": 4, "mlp": 8}
-    cfg = experiment_from_dict({"task": old, "reader": {"name": "nse"}}, "run")
-    assert cfg.data == WikiQAConfig(vectors="g.txt", bucket=4) and cfg.criterion == AnswerSelectionConfig()
-    assert cfg.head == PairHeadConfig(encoder="mma_attention", mlp=8) and cfg.data.outputs == 1
-    cfg = experiment_from_dict({"task": {"name": "pair", "features": "concat"}, "reader": {"name": "lstm"}}, "run")
-    assert cfg.data == SNLIConfig() and cfg.criterion == CrossEntropyConfig() and cfg.head.features == "concat"
-    with pytest.raises(MemreadError, match="run: unknown key 'task.window'"):
-        experiment_from_dict({"task": {"name": "classify", "window": 3}, "reader": {"name": "lstm"}}, "run")
-    with pytest.raises(MemreadError, match="task.dataset"):
-        experiment_from_dict({"task": {"name": "pair", "dataset": "sst"}, "reader": {"name": "lstm"}}, "run")
-
+# ------------------------------------------------------------------ the experiment file: sections
 
 @pytest.mark.parametrize("raw, message", [
     ({"data": {"name": "sst", "pool": "mean"}, "head": {"name": "mlp"}}, "unknown key 'data.pool'"),

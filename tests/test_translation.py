@@ -11,7 +11,7 @@ import torch
 
 from conftest import subprocess_env
 from memread.bleu import corpus_bleu
-from memread.config import experiment_from_dict, upgrade
+from memread.config import experiment_from_dict
 from memread.criteria.translation import TokenNLL
 from memread.data.iwslt import TranslationPair, iwslt_path, read_iwslt
 from memread.data.pipelines.translation import IWSLT14Config, TranslationPipeline, joint_vocab, split_vocab
@@ -137,22 +137,6 @@ def test_each_head_takes_only_its_own_keys_and_the_encoder_it_can_read():
         experiment("attention_decoder", {"name": "nse", "hidden": 4, "shared": 1})
     with pytest.raises(MemreadError, match=r"head 'lm' does not serve 'translate' data"):
         experiment_from_dict({"data": {"name": "iwslt14"}, "reader": {"name": "lstm"}, "head": {"name": "lm"}}, "test")
-
-
-@pytest.mark.parametrize("model, head", [("lstm-lstm", "attention_decoder"), ("nse-lstm", "attention_decoder"),
-                                         ("nse-nse", "nse_decoder"), ("lstmn-shallow", "lstmn_shallow"),
-                                         ("lstmn-deep", "lstmn_deep")])
-def test_the_earlier_task_table_upgrades(model, head):
-    raw = upgrade({"task": {"name": "translate", "model": model, "emb": 50, "vectors": "v.txt", "max_len": 20,
-                            "decoder_layers": 2}, "reader": {"name": "nse"}}, "old.toml")
-    assert raw["data"] == {"name": "iwslt14", "vectors": "v.txt", "max_len": 20}
-    assert raw["head"]["name"] == head and raw["head"]["emb"] == 50 and raw["criterion"] == {"name": "token_nll"}
-    assert ("decoder_layers" in raw["head"]) == (head == "attention_decoder")
-    if head != "attention_decoder":  # an LSTM-decoder key set away from its default does not apply
-        with pytest.raises(MemreadError, match=r"'task.decoder_layers' does not apply"):
-            upgrade({"task": {"name": "translate", "model": model, "decoder_layers": 3}}, "old.toml")
-    with pytest.raises(MemreadError, match=r"unknown key 'task.beam'"):
-        upgrade({"task": {"name": "translate", "model": model, "beam": 3}}, "old.toml")
 
 
 # ----------------------------------------------------------------------------- models
@@ -291,9 +275,10 @@ def test_bleu_equals_sacrebleu():
 
 
 TINY_CONFIG = """
-[task]
-name = "translate"
-model = "{model}"
+[data]
+name = "iwslt14"
+[head]
+name = "{head}"
 emb = 6
 tgt_emb = 6
 [reader]
@@ -315,7 +300,7 @@ def memread(*args, stdin=None, data_root=None):
 @pytest.mark.slow
 def test_cli_train_translate_bleu(tmp_path, fixtures):
     cfg = tmp_path / "nmt.toml"
-    cfg.write_text(TINY_CONFIG.format(model="nse-nse", reader="nse"))
+    cfg.write_text(TINY_CONFIG.format(head="nse_decoder", reader="nse"))
     run = tmp_path / "run"
     r = memread("train", cfg, "--run-dir", run, "--data-root", fixtures)
     assert r.returncode == 0, r.stderr

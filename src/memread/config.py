@@ -15,8 +15,8 @@ An experiment is data + reader + head + criterion + train, one section each::
 Every section is a dataclass chosen by its ``name``; a key the chosen class does not have is rejected,
 as is a value of the wrong type or a head or criterion that does not serve the dataset's task, with a
 :class:`MemreadError` naming the file and the key (``train.lr``); ``--set train.lr=0.5`` overrides a
-value after the file is read and is checked the same way. Experiment files (and run directories) of
-the earlier ``[task]`` form are translated on reading (:func:`upgrade`).
+value after the file is read and is checked the same way. An experiment file (or a run directory's
+``config.json``) of the ``[task]`` form of memread before 0.1 is refused in one line (:func:`refuse_task_form`).
 """
 
 from __future__ import annotations
@@ -187,29 +187,19 @@ class ExperimentConfig:
 # ----------------------------------------------------------------------------- experiment files
 
 
-def upgrade(raw: dict, where: str) -> dict:
-    """An experiment of the earlier form (``[task]``, ``[reader]``, ``[train]``) as data, head and criterion
-    sections, by its task's translation (:data:`memread.tasks.TASKS`); a new-form experiment as it is."""
+TASK_FORM = ("the [task] form of memread before 0.1 is no longer read; rewrite it with [data], [head] and "
+             "[criterion] sections (docs/tasks.md)")
+
+
+def refuse_task_form(raw: dict, where: str) -> dict:
+    """``raw`` as it is, when it is a table of sections that is not of the ``[task]`` form of memread before 0.1;
+    else one :class:`MemreadError` naming ``where`` (an experiment file, a run directory's config.json, a
+    checkpoint or an archive)."""
     if not isinstance(raw, dict):
         raise MemreadError(f"{where}: expected a table of sections ({', '.join(SECTIONS)}), got {type(raw).__name__}")
-    if "task" not in raw:
-        return raw
-    from memread.tasks import TASKS
-
-    task = raw["task"]
-    if not isinstance(task, dict):  # before the sections beside it: `task = "lm"` is this mistake, not a mix
-        raise MemreadError(f"{where}: 'task' must be a table, got {task!r}")
-    for key in raw:
-        if key in SECTIONS and key not in ("reader", "train"):
-            raise MemreadError(f"{where}: [task] (the earlier form) and [{key}] cannot mix; set the new sections' "
-                               f"keys (data.KEY, head.KEY, criterion.KEY)")
-        if key not in ("task", "reader", "train"):
-            raise MemreadError(f"{where}: unknown section '{key}' beside [task] (known: task, reader, train)")
-    name = task.get("name")
-    if name not in TASKS:
-        raise MemreadError(f"{where}: key 'task.name' must be one of {sorted(TASKS)}, got {name!r}")
-    rest = {k: v for k, v in raw.items() if k != "task"}
-    return {**TASKS[name].upgrade(dict(task), where), **rest}
+    if "task" in raw:
+        raise MemreadError(f"{where}: {TASK_FORM}")
+    return raw
 
 
 # Keys added to a section after run directories and archives of it were written, with the value that is what
@@ -219,9 +209,9 @@ EARLIER_VALUES = {("criterion", "cloze_nll", "normalize"): "candidates"}
 
 
 def upgrade_stored(raw: dict, where: str) -> dict:
-    """A run directory's, checkpoint's or archive's config in the current form (:func:`upgrade`), with the keys
-    it predates set to what it was trained with (:data:`EARLIER_VALUES`)."""
-    raw = upgrade(raw, where)
+    """A run directory's, checkpoint's or archive's config (the ``[task]`` form refused: :func:`refuse_task_form`),
+    with the keys it predates set to what it was trained with (:data:`EARLIER_VALUES`)."""
+    raw = refuse_task_form(raw, where)
     for (section, name, key), value in EARLIER_VALUES.items():
         table = raw.get(section)
         if isinstance(table, dict) and table.get("name") == name and key not in table:
@@ -245,15 +235,16 @@ def _section(raw: dict, section: str, registry: dict, where: str, default: str |
 
 
 def experiment_from_dict(raw: dict, where: str) -> ExperimentConfig:
-    """Validate a raw ``{data, reader, head, criterion, train}`` mapping (or an earlier ``{task, reader,
-    train}`` one) against the registries' config classes and against each other."""
+    """Validate a raw ``{data, reader, head, criterion, train}`` mapping against the registries' config classes
+    and against each other."""
     from memread.criteria import CRITERIA
     from memread.data.pipelines import DATASETS
     from memread.heads import DEFAULT_HEADS, HEADS, heads_for
     from memread.readers import READERS
     from memread.tasks import TASKS
 
-    raw = upgrade(raw, where)
+    if not isinstance(raw, dict):
+        raise MemreadError(f"{where}: expected a table of sections ({', '.join(SECTIONS)}), got {type(raw).__name__}")
     for key in raw:
         if key not in SECTIONS:
             raise MemreadError(f"{where}: unknown section '{key}' (known: {', '.join(SECTIONS)})")
@@ -302,7 +293,5 @@ def load_experiment(path: str | Path, overrides: list[str] = ()) -> ExperimentCo
         raise MemreadError(f"{path}: not valid TOML: {e}") from None
     except UnicodeDecodeError as e:
         raise MemreadError(f"{path}: not UTF-8 text ({e.reason} at byte {e.start})") from None
-    # --set task.KEY on a file of the earlier form acts before its translation; every other --set after it
-    early = [o for o in overrides if "task" in raw and o.strip().startswith("task.")]
-    raw = apply_overrides(upgrade(apply_overrides(raw, early), str(path)), [o for o in overrides if o not in early])
+    raw = apply_overrides(refuse_task_form(raw, str(path)), list(overrides))
     return experiment_from_dict(raw, str(path))

@@ -12,7 +12,7 @@ as the data's default head and the dataset's default criterion, and a named one 
 TOML editors validate and complete experiment files with it: Taplo / "Even Better TOML" (VS Code) read a first line
 ``#:schema ./memread.schema.json``, or a ``[[rule]]`` of ``.taplo.toml`` naming the schema for ``configs/**/*.toml``.
 What a schema cannot say is left to memread: an integer written ``1.0`` (JSON Schema counts it an integer),
-``inf`` / ``nan`` for a float, the checks a task makes across sections, and the earlier ``[task]`` form.
+``inf`` / ``nan`` for a float, and the checks a task makes across sections.
 
 :func:`show_toml` writes an :class:`ExperimentConfig` with every key, defaults filled in, as TOML that loads back to
 the same config.

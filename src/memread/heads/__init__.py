@@ -46,7 +46,7 @@ HEADS: dict[str, HeadSpec] = {
 }
 
 # the head an experiment without ``[head] name`` gets, by its dataset's task shape (as ``[criterion]`` defaults by
-# dataset): the ones the earlier ``[task]`` form defaulted to, each the plainest that serves the task with any reader
+# dataset): each the plainest that serves the task with any reader
 DEFAULT_HEADS: dict[str, str] = {"lm": "lm", "classify": "mlp", "pair": "pair", "cloze": "pointer",
                                  "translate": "attention_decoder", "document": "hierarchical"}
 

@@ -1,7 +1,6 @@
-"""Task shapes and the explicit registry that names them (``[task] name`` of the earlier experiment form).
+"""Task shapes and the explicit registry that names them (the ``task`` of a dataset, ``DatasetSpec.task``).
 
-``TASKS[shape]`` is a :class:`TaskSpec`: what fits together in that shape, and how an earlier ``[task]``
-section translates into ``[data]``, ``[head]`` and ``[criterion]``. :class:`Task` wires the parts.
+``TASKS[shape]`` is a :class:`TaskSpec`: what fits together in that shape. :class:`Task` wires the parts.
 """
 
 from memread.heads.base import ModelOutput

@@ -9,8 +9,7 @@ The loop only ever calls::
     criterion.summarize(sums)                 # -> {"ppl": ...} / {"accuracy": ...}
 
 so a new dataset, reader, head or criterion never touches the loop. What differs between task shapes
-(which parts fit together, how an experiment file of the earlier ``[task]`` form reads) is a
-:class:`TaskSpec`, one short file per shape.
+(which parts fit together) is a :class:`TaskSpec`, one short file per shape.
 """
 
 from __future__ import annotations
@@ -34,12 +33,9 @@ from memread.training.memory import check_fits
 
 @dataclass(frozen=True)
 class TaskSpec:
-    """One task shape: ``check(cfg, where)`` refuses parts that do not fit together (one clear error);
-    ``upgrade(task_section, where) -> {"data": ..., "head": ..., "criterion": ...}`` reads the earlier
-    ``[task]`` form."""
+    """One task shape: ``check(cfg, where)`` refuses parts that do not fit together (one clear error)."""
 
     check: Callable[[Any, str], None]
-    upgrade: Callable[[dict, str], dict]
     description: str
 
 

@@ -14,7 +14,6 @@ from __future__ import annotations
 from memread.errors import MemreadError
 from memread.heads.pair import check_reader
 from memread.tasks.base import TaskSpec
-from memread.tasks.legacy import upgrade_sections
 
 SCORES = {"answer_selection": True, "cross_entropy": False}  # criterion -> does it score one output unit?
 
@@ -29,23 +28,4 @@ def check(cfg, where: str) -> None:
                            f"({what}); use criterion.name = {fit!r}")
 
 
-# the earlier [task] table of a pair task: its keys, defaults, and where each one went
-LEGACY_DEFAULTS = {"dataset": "snli", "encoder": "siamese", "features": "nse", "pool": "last", "emb": 300, "vectors": "",
-                   "oov": "zero", "freeze": False, "first_epoch_scale": 1.0, "lowercase": True, "emb_dropout": 0.0,
-                   "mlp": 1024, "dropout": 0.3, "min_count": 1, "bucket": 0}
-DATA_KEYS = ("vectors", "lowercase", "min_count", "bucket")
-HEAD_KEYS = ("encoder", "features", "pool", "emb", "oov", "freeze", "first_epoch_scale", "emb_dropout", "mlp", "dropout")
-LEGACY_CRITERIA = {"snli": "cross_entropy", "wikiqa": "answer_selection"}
-
-
-def upgrade(task: dict, where: str) -> dict:
-    dataset = task.get("dataset", "snli")
-    if dataset not in LEGACY_CRITERIA:
-        raise MemreadError(f"{where}: key 'task.dataset' must be one of {sorted(LEGACY_CRITERIA)}, got {dataset!r}")
-    routes = {k: ("data", k) for k in DATA_KEYS} | {k: ("head", k) for k in HEAD_KEYS}
-    return upgrade_sections({k: v for k, v in task.items() if k != "dataset"}, where, routes, LEGACY_DEFAULTS,
-                            {"data": {"name": dataset}, "head": {"name": "pair"},
-                             "criterion": {"name": LEGACY_CRITERIA[dataset]}})
-
-
-PAIR = TaskSpec(check, upgrade, "sentence pairs: SNLI inference (accuracy) and WikiQA answer selection (MAP, MRR)")
+PAIR = TaskSpec(check, "sentence pairs: SNLI inference (accuracy) and WikiQA answer selection (MAP, MRR)")

@@ -247,9 +247,9 @@ def check_compatible(payload: dict, config: dict, vocab_fingerprint: str, path: 
                      sections: tuple[str, ...] = MODEL_SECTIONS, ignore: tuple[str, ...] = ()) -> None:
     """Refuse a checkpoint trained with another config (in ``sections``; keys in ``ignore``, ``train.lr`` say,
     are not compared) or another vocabulary, naming the first key that differs."""
-    from memread.config import upgrade
+    from memread.config import refuse_task_form
 
-    saved = upgrade(json.loads(payload["config"]), str(path))  # a checkpoint of the earlier [task] form
+    saved = refuse_task_form(json.loads(payload["config"]), str(path))
     a = _flatten({k: saved.get(k, {}) for k in sections})
     b = _flatten({k: config.get(k, {}) for k in sections})
     # a key the checkpoint does not know was added to memread after it was written: its default
