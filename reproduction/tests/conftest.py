@@ -1,14 +1,10 @@
-"""The reproduction's tests' fixtures (pytest runs them from the repository root: ``python -m pytest -q -n auto``).
-Like the library's tests (tests/conftest.py), real-data tests read ``$MEMREAD_DATA`` and skip, saying what is
-missing, when it is not there, and every test runs torch on one thread."""
+"""The reproduction's tests' fixtures (pytest runs them from the repository root: ``python -m pytest -q -n auto``):
+the library's own (tests/conftest.py: real-data tests read ``$MEMREAD_DATA`` and skip, saying what is missing,
+when it is not there; every test runs torch on one thread), loaded from that file rather than written again."""
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
-
-import pytest
-import torch
+import importlib.util
 
 from reproduction import REPO
 
@@ -33,41 +29,8 @@ log_every = 5
 progress = false
 """
 
-
-def real_data_root() -> Path | None:
-    env = os.environ.get("MEMREAD_DATA")
-    if env and Path(env).is_dir():
-        return Path(env)
-    shared = REPO.parent / "shared" / "data"
-    return shared if shared.is_dir() else None
-
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
-
-
-@pytest.fixture
-def real_data():
-    """The real benchmark data root; the test is skipped with a message when it is missing."""
-
-    def need(*relative: str) -> Path:
-        root = real_data_root()
-        if root is None:
-            pytest.skip("real data missing: set MEMREAD_DATA to the benchmark data root (../shared/data in CI)")
-        for rel in relative:
-            if not (root / rel).exists():
-                pytest.skip(f"real data missing: {root / rel}")
-        return root
-
-    return need
-
-
-def subprocess_env(**extra: str) -> dict[str, str]:
-    env = dict(os.environ)
-    env.update({"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"})
-    env.update(extra)
-    return env
+_spec = importlib.util.spec_from_file_location("memread_tests_conftest", REPO / "tests" / "conftest.py")
+_library = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(_library)
+one_thread, real_data = _library.one_thread, _library.real_data  # the fixtures, as pytest finds them here
+real_data_root, subprocess_env = _library.real_data_root, _library.subprocess_env
