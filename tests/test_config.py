@@ -128,6 +128,7 @@ def files(folder: Path) -> dict[str, bytes]:
     return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
 
 
+@pytest.mark.slow  # starts processes
 def test_the_task_form_is_refused_in_one_line_and_nothing_is_written(tmp_path):
     """An experiment file of the [task] form of memread before 0.1, and a run folder whose config.json holds
     "task", are refused with one line naming the file; nothing is written (no run folder, no file changed)."""

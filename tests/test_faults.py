@@ -193,6 +193,7 @@ time.sleep(120)
 """
 
 
+@pytest.mark.slow  # starts processes
 def test_a_second_writer_is_refused_naming_the_holder_and_a_dead_holder_frees_the_run(config, tmp_path, capsys):
     run = tmp_path / "run"
     assert run_cli(capsys, "train", str(config), "--run-dir", str(run), "--set", "train.max_steps=3")[0] == 0
@@ -221,6 +222,7 @@ def test_a_second_writer_is_refused_naming_the_holder_and_a_dead_holder_frees_th
     assert [r["step"] for r in records(run, "valid")] == [3, 6]
 
 
+@pytest.mark.slow  # starts processes
 def test_two_train_processes_on_one_folder_write_one_log(config, tmp_path):
     """Two ``memread train`` processes started together on one folder: one trains, the other is refused."""
     run = tmp_path / "run"
@@ -315,6 +317,7 @@ cli.main(sys.argv[1:])
 """
 
 
+@pytest.mark.slow  # starts processes
 def test_a_writer_killed_while_saving_leaves_a_temp_file_the_next_writer_clears(config, tmp_path, capsys):
     run = tmp_path / "run"
     argv = ["train", str(config), "--run-dir", str(run), "--set", "train.max_steps=9", "--set", "train.checkpoint_every=3"]

@@ -519,6 +519,7 @@ def test_a_pause_by_sigtstp_is_taken_out_of_a_runs_seconds(tmp_path):
 
 
 @pytest.mark.skipif(not hasattr(signal, "SIGTSTP") or not Path("/proc/self/stat").exists(), reason="Linux signals")
+@pytest.mark.slow  # starts processes
 def test_the_clock_stops_the_process_on_sigtstp_and_leaves_the_pause_out():
     child = """
 import time

@@ -188,6 +188,7 @@ def test_a_claim_on_configs_without_rows_and_more_seeds_than_its_own(tmp_path, m
     assert first[2:6] == ["runs/claims/daniluk-fig2c/attention-L10", "runs/claims/daniluk-fig2c/lstm", "--seeds", "3"]
 
 
+@pytest.mark.slow  # starts processes
 def test_the_gpu_script_starts_each_claim_spec_on_cuda_with_its_jobs_seeds_and_time_limit(tmp_path):
     """reproduction/gpu_checks.sh OUT MINUTES CLAIM:JOBS[:SEEDS] ..: each claim once, in the background, on cuda, limited
     to MINUTES of training, validated at 16 streams (here with a stand-in interpreter that logs its arguments)."""
@@ -222,6 +223,7 @@ def test_the_gpu_script_starts_each_claim_spec_on_cuda_with_its_jobs_seeds_and_t
     assert not any("pytest" in c or "document_memory" in c for c in calls)
 
 
+@pytest.mark.slow  # starts processes
 def test_the_gpu_script_shares_the_gpu_through_mps_and_goes_on_without_a_daemon_that_does_not_serve(tmp_path):
     """Where nvidia-cuda-mps-control exists the runs share the GPU through MPS (their environment names its pipe);
     a daemon whose first CUDA call fails is told to quit and the runs go on without it; MPS=0 leaves it off."""
@@ -257,6 +259,7 @@ def test_the_gpu_script_shares_the_gpu_through_mps_and_goes_on_without_a_daemon_
     assert "mps" not in calls.replace("pipe=", "") and claim.startswith("pipe= ") and "MPS" not in timeline
 
 
+@pytest.mark.slow  # starts processes
 def test_stage_copies_each_unfinished_run_slim_for_a_gpu_call_and_the_gpu_script_puts_it_in_place(tmp_path,
                                                                                                    monkeypatch):
     """``stage``: each run with a checkpoint that has not ended (a time limit's stop goes on), its last checkpoint
@@ -424,6 +427,7 @@ def test_compare_records_a_claims_comparisons_again_from_its_ended_runs_and_noth
                                                           claim.compare]
 
 
+@pytest.mark.slow  # starts processes
 def test_the_gpu_script_brings_back_the_unfinished_runs_checkpoints_in_parts(tmp_path):
     """CKPTS: what each unfinished run needs to go on comes back (memread.training.loop.resume_files: its best
     checkpoint too where the last checkpoint is not at a best validation; an early-stopped run's stay), as parts under the tool's 16 MiB a file, and the small logs

@@ -416,6 +416,7 @@ def test_the_budget_of_a_run_that_used_up_its_epochs_names_its_last_epoch():
     assert early == "10 steps (epoch 2 of 4; stopped: early)"
 
 
+@pytest.mark.slow  # starts processes
 def test_the_recorded_commit_is_git_s_unless_memread_commit_names_it(monkeypatch):
     """A lent GPU machine's copy of the tree carries the git metadata of the session's first commit:
     ``MEMREAD_COMMIT`` names the commit whose files it runs."""
@@ -445,6 +446,7 @@ def test_a_number_at_another_recipe_than_the_papers_is_not_judged_against_it():
     assert verdict(glstm, best_recorded(glstm, results)) == "does not hold"
 
 
+@pytest.mark.slow  # starts processes
 def test_reproduce_outside_a_checkout_says_it_needs_one_in_one_line(tmp_path):
     """memread reproduce (and compare --record, for the ledger) from outside a clone, as from an installed wheel:
     one line, exit 2, nothing run; --repo DIR names the clone. memread itself never imports reproduction."""
