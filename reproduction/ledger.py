@@ -45,28 +45,13 @@ def results_path(explicit: str | os.PathLike | None = None) -> Path:
 
 def load_results(path: str | os.PathLike) -> list[dict]:
     """The lines of a results.jsonl file (a missing file has none); a line that is not a JSON object is an error
-    naming it."""
+    naming it (:func:`memread.data.text.read_jsonl`)."""
+    from memread.data.text import read_jsonl
+
     path = Path(path)
     if not path.exists():
         return []
-    out = []
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as e:
-        from memread.errors import os_error_line
-
-        raise MemreadError(os_error_line(e, path)) from None
-    for n, line in enumerate(text.splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as e:
-            raise MemreadError(f"{path}:{n}: not valid JSON ({e.msg})") from None
-        if not isinstance(record, dict):
-            raise MemreadError(f"{path}:{n}: not a JSON object")
-        out.append(record)
-    return out
+    return [record for _, record in read_jsonl(path)]
 
 
 def append_lines(path: Path, lines: Sequence[dict]) -> None:

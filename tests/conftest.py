@@ -13,6 +13,26 @@ import torch
 
 FIXTURES = Path(__file__).parent / "fixtures"
 REPO = Path(__file__).parent.parent
+# the tiny stories language model the fault, refusal and reproduction tests train (the built-in stories: no data)
+TINY = """
+[data]
+name = "stories-text"
+stories = 300
+bptt = 12
+[head]
+name = "lm"
+emb = 24
+[reader]
+name = "lstm"
+hidden = 32
+[train]
+optimizer = "sgd"
+lr = 0.5
+batch_size = 8
+epochs = 1
+log_every = 5
+progress = false
+"""
 
 
 def real_data_root() -> Path | None:

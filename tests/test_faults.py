@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from conftest import subprocess_env
+from conftest import TINY, subprocess_env
 from memread import cli
 from memread.config import experiment_from_dict
 from memread.errors import MemreadError
@@ -33,25 +33,6 @@ from memread.training import loop as loop_module
 from memread.training import metrics_log
 from memread.training.runlock import writer
 
-TINY = """
-[data]
-name = "stories-text"
-stories = 300
-bptt = 12
-[head]
-name = "lm"
-emb = 24
-[reader]
-name = "lstm"
-hidden = 32
-[train]
-optimizer = "sgd"
-lr = 0.5
-batch_size = 8
-epochs = 1
-log_every = 5
-progress = false
-"""
 
 
 @pytest.fixture

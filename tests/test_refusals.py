@@ -12,16 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from test_faults import TINY, one_error_line, run_cli, saved
+from test_faults import config, one_error_line, run_cli, saved  # noqa: F401 (config: a fixture)
 
-
-@pytest.fixture
-def config(tmp_path, monkeypatch) -> Path:
-    monkeypatch.setenv("MEMREAD_DATA", str(tmp_path))  # the built-in stories need no data
-    monkeypatch.delenv("MEMREAD_DEBUG", raising=False)
-    path = tmp_path / "tiny.toml"
-    path.write_text(TINY)
-    return path
 
 
 def refused(capsys, run: Path, *argv: str) -> str:

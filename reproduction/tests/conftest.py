@@ -8,29 +8,10 @@ import importlib.util
 
 from reproduction import REPO
 
-# the tiny stories LM a row of the tests trains (the library's fault tests train the same)
-TINY = """
-[data]
-name = "stories-text"
-stories = 300
-bptt = 12
-[head]
-name = "lm"
-emb = 24
-[reader]
-name = "lstm"
-hidden = 32
-[train]
-optimizer = "sgd"
-lr = 0.5
-batch_size = 8
-epochs = 1
-log_every = 5
-progress = false
-"""
 
 _spec = importlib.util.spec_from_file_location("memread_tests_conftest", REPO / "tests" / "conftest.py")
 _library = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(_library)
 one_thread, real_data = _library.one_thread, _library.real_data  # the fixtures, as pytest finds them here
 real_data_root, subprocess_env = _library.real_data_root, _library.subprocess_env
+TINY = _library.TINY  # the tiny stories LM a row of the tests trains, as the library's fault tests train it
