@@ -171,10 +171,15 @@ def test_training_order_is_seeded_and_bucketed_by_length():
     a = [b["input"].tolist() for b in data.batches("train", 2, epoch=1, seed=3)]
     assert a == [b["input"].tolist() for b in data.batches("train", 2, epoch=1, seed=3)]
     assert a != [b["input"].tolist() for b in data.batches("train", 2, epoch=2, seed=3)]
-    lengths = [len(ids) for ids in data.encoded("train")]
-    for b in data.batches("train", 2, epoch=1, seed=3):  # pools of 2 batches sorted: partners are neighbours
-        n = b["mask"].sum(1).tolist()
-        assert max(n) - min(n) <= max(lengths) - min(lengths)
+    # one pool (3 batches of 2) holds all 6 training sentences: sorted by length, each batch a run of neighbours,
+    # in every epoch; shuffled alone (bucket = 0) batches mix lengths in some epoch
+    def neighbours(bucket: int, epoch: int) -> bool:
+        data = LMPipeline(PTBConfig(context="sentence", bucket=bucket), FIXTURES)
+        batches = [sorted(b["mask"].sum(1).tolist()) for b in data.batches("train", 2, epoch=epoch, seed=3)]
+        return sum(sorted(batches), []) == sorted(len(ids) - 1 for ids in data.encoded("train"))
+
+    assert all(neighbours(3, epoch) for epoch in range(10))
+    assert not all(neighbours(0, epoch) for epoch in range(10))
 
 
 @pytest.fixture(scope="module")
@@ -244,3 +249,6 @@ def test_predict_scores_each_line_alone_and_generate_starts_a_sentence(trained):
     assert out.tokens[0] == task.vocab.itos[int(logits.argmax())]
     assert START not in out.tokens
     assert "<eos>" not in out.tokens[:-1] and (len(out.tokens) == 30 or out.tokens[-1] == "<eos>")
+    with torch.no_grad():  # a model sure to end the sentence: the continuation stops after its <eos>
+        p.model.decoder.bias[task.vocab.stoi["<eos>"]] += 1e3
+    assert p.generate("the board", steps=30).tokens == ["<eos>"]
