@@ -61,7 +61,9 @@ boundaries: the model sees the same window at every position of the stream, in t
 evaluation, however the stream is cut into BPTT segments; ``<eos>`` is an ordinary token that the
 reader may learn to attend to or not, just as the LSTM baseline carries its state across sentences.
 A continuous stream needs ``span > 0``: with ``span = 0`` the tape (and the cost of every step) would
-grow with the stream, so a carried tape longer than ``MAX_UNBOUNDED_TAPE`` slots is refused.
+grow with the stream, so a carried tape longer than ``MAX_UNBOUNDED_TAPE`` slots is refused. Read the
+authors' way instead (``[data] context = "sentence"``, :mod:`memread.data.sentence_lm`), each sentence is
+a text of its own: nothing is carried, and with ``span = 0`` the tape is exactly the sentence read so far.
 
 **Fast path and backends.** Per layer, what depends only on the input is computed for all steps in
 one matmul (``W_x x_t`` and the input part of the gates; with ``deep_attention`` also ``W_l h_t^k``);
