@@ -79,6 +79,9 @@ class Claim:
     # one row twice: the runs then live in runs/claims/CLAIM/LABEL/ and only the comparisons are recorded
     # (each with its seeds' values, means and stds), never numbers under the paper's row ids
     paper_setup: bool = True
+    # in a claim that does not keep the paper's setup: its runs of a row's config as it is (a row, no sets) are
+    # recorded under the row's id too, from their folders (the ptb-sentence claims: LSTMN Table 1's sentence rows)
+    record_rows: bool = False
 
     def overrides(self, label: str) -> list[str]:
         return ["train.progress=false", *self.runs[label].sets]
@@ -96,7 +99,7 @@ class Claim:
         return [self.root / label / f"seed{s}" for label in self.runs for s in range(1, self.seeds_of(label) + 1)]
 
 
-CLAIM_KEYS = {"name", "says", "runs", "compare", "seeds", "paper_setup"}
+CLAIM_KEYS = {"name", "says", "runs", "compare", "seeds", "paper_setup", "record_rows"}
 RUN_KEYS = {"row", "minutes", "sets", "config", "seeds"}
 
 
@@ -115,7 +118,8 @@ def load_claims(path: Path = CLAIMS_FILE) -> dict[str, Claim]:
         runs = {label: Run(r.get("row", ""), r["minutes"], tuple(r.get("sets", ())), r.get("config", ""),
                            r.get("seeds")) for label, r in raw["runs"].items()}
         compare = [(c["a"], c["b"], c["name"], c.get("paper")) for c in raw["compare"]]
-        out[name] = Claim(name, raw["says"], runs, compare, raw.get("seeds", 3), raw.get("paper_setup", True))
+        out[name] = Claim(name, raw["says"], runs, compare, raw.get("seeds", 3), raw.get("paper_setup", True),
+                          raw.get("record_rows", False))
     return out
 
 
@@ -227,11 +231,16 @@ def commands(claim: Claim, jobs: int, extra: tuple[str, ...] = ()) -> list[list[
 def finish_commands(claim: Claim, extra: tuple[str, ...] = (), device: str | None = None,
                     rows: bool = True) -> list[list[str]]:
     """What records an ended claim: `memread reproduce` of each row (where the claim keeps the paper's setup and
-    ``rows``), then `memread compare --record` of each comparison."""
+    ``rows``; in a claim with ``record_rows``, of each run that trains a row's config unchanged, from its folders), then `memread compare --record` of each comparison."""
     cmds = []
     for row in claim.runs if claim.paper_setup and rows else ():
         sets = [x for o in [*claim.overrides(row), *extra] for x in ("--set", o)]
         cmds.append(["memread", "reproduce", row, "--seeds", str(claim.seeds), "--run-root", str(RUN_ROOT), *sets])
+    for label, run in claim.runs.items() if claim.record_rows and not claim.paper_setup and rows else ():
+        if run.row and not run.sets:  # a run of a row's config as it is: its numbers are the row's
+            sets = [x for o in [*claim.overrides(label), *extra] for x in ("--set", o)]
+            cmds.append(["memread", "reproduce", run.row, "--seeds", str(claim.seeds_of(label)),
+                         "--runs", str(claim.root / label), *sets])
     on = ["--device", device] if device else []
     for a, b, name, paper in claim.compare:  # one seed: a plain comparison of the two seed folders
         seeds = min(claim.seeds_of(a), claim.seeds_of(b))

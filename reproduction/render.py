@@ -32,6 +32,14 @@ def _paper(value: float, metric: str) -> str:
     return f"{value:.{_PRINTED[metric]}f}" if metric in _PRINTED else f"{value:g}"
 
 
+PROTOCOL_NAMES = {"stream": "stream", "sentence": "each sentence alone"}
+
+
+def dataset_text(row: Row) -> str:
+    """The row's dataset, with the protocol its language model reads it in where the table has both."""
+    return f"{row.dataset} ({PROTOCOL_NAMES[row.protocol]})" if row.protocol else row.dataset
+
+
 def ours_text(row: Row, best: Recorded | None) -> str:
     """``99.62 (1 seed; 14 of 40 epochs; d18fa2b; ptb-lstmn-1x300-span3)``, ``-`` when nothing is recorded."""
     if best is None:
@@ -107,6 +115,11 @@ def render_markdown(table: Sequence[Row], results: Sequence[dict]) -> str:
         "",
         "Accuracies are in percent (Daniluk et al.'s Figure 2d prints fractions: 0.523 is 52.3 here).",
         "",
+        "LSTMN Table 1 is shown in two protocols: *stream*, PTB read as one token stream in BPTT segments with the "
+        "state carried (memread's default), and *each sentence alone*, every line read as `<s> w_1 .. w_n <eos>` with "
+        "nothing carried (`[data] context = \"sentence\"`, the LSTMN authors' own LM code); "
+        "`results/notes/sentence-protocol.md` compares them.",
+        "",
         "| paper | rows | with a memread config | with a recorded number (on its data or a stand-in) | "
         + " | ".join(VERDICTS) + " |",
         "|---|---:|---:|---:|" + "---:|" * len(VERDICTS),
@@ -130,7 +143,7 @@ def render_markdown(table: Sequence[Row], results: Sequence[dict]) -> str:
                 if r.note:
                     config += f" ({r.note})"
                 lines.append("| " + " | ".join(cell(c) for c in (
-                    f"`{r.id}`", r.name, r.dataset, f"{r.metric} ({r.split})", _paper(r.paper_value, r.metric), config,
+                    f"`{r.id}`", r.name, dataset_text(r), f"{r.metric} ({r.split})", _paper(r.paper_value, r.metric), config,
                     ours_text(r, best), verdict_text(r, best))) + " |")
     return "\n".join(lines) + "\n"
 
@@ -178,7 +191,7 @@ def format_listing(table: Sequence[Row], results: Sequence[dict]) -> str:
 def row_details(row: Row, results: Sequence[dict], table: Sequence[Row]) -> str:
     """Everything about one row (``memread reproduce list --details ROW_ID``), a field a line."""
     best = best_recorded(row, results, table)
-    fields = [("row", row.id), ("paper", f"{row.paper}, {row.table}: {row.name}"), ("dataset", row.dataset),
+    fields = [("row", row.id), ("paper", f"{row.paper}, {row.table}: {row.name}"), ("dataset", dataset_text(row)),
               ("metric", f"{row.metric} ({row.split})"), ("paper's value", _paper(row.paper_value, row.metric)),
               ("config", row.config or "-"), ("note", row.note), ("experiments", ", ".join(row.experiments)),
               ("recipe", f"{row.recipe} ({', '.join(row.recipe_differs)})" if row.recipe_differs else ""),
@@ -193,7 +206,7 @@ def format_listing_long(table: Sequence[Row], results: Sequence[dict]) -> str:
     body = []
     for r in table:
         best = best_recorded(r, results, table)
-        body.append((r.id, r.paper, r.table, short(r.name, 40), r.dataset, f"{r.metric} ({r.split})",
+        body.append((r.id, r.paper, r.table, short(r.name, 40), dataset_text(r), f"{r.metric} ({r.split})",
                      _paper(r.paper_value, r.metric), r.config or "-", ours_text(r, best), verdict_text(r, best)))
     widths = [max(len(x[i]) for x in [head, *body]) for i in range(len(head) - 1)]
     fmt = lambda cells: "  ".join(c.ljust(w) for c, w in zip(cells, widths)) + "  " + cells[-1]  # noqa: E731

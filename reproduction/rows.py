@@ -31,8 +31,9 @@ from reproduction import REPO
 PAPERS_DIR = Path(__file__).resolve().parent / "papers"
 PAPER_ORDER = ("lstmn", "nse", "daniluk", "sordoni")
 LOWER_IS_BETTER = frozenset({"ppl", "mse"})
+PROTOCOLS = ("", "stream", "sentence")
 FIELDS = ("id", "table", "name", "dataset", "metric", "split", "paper_value", "config", "experiments",
-          "data_missing", "stand_in", "dataset_match", "note", "scale", "recipe_differs", "recipe", "recipe_claim")
+          "data_missing", "stand_in", "dataset_match", "note", "scale", "recipe_differs", "recipe", "recipe_claim", "protocol")
 
 
 @dataclass(frozen=True)
@@ -59,6 +60,10 @@ class Row:
     recipe_differs: tuple[str, ...] = ()
     recipe: str = ""  # how their recipe differs from the paper's, in a few words
     recipe_claim: str = ""  # the claim (claims.toml) that compares the model with its baseline at that recipe
+    # how a language model reads its corpus, where a table is measured both ways (LSTMN Table 1): "stream" (one
+    # token stream in BPTT segments, state carried) or "sentence" (each sentence alone, the LSTMN authors' LM code);
+    # the row's config sets it ([data] context), and the tables show it beside the dataset
+    protocol: str = ""
 
     @property
     def higher_is_better(self) -> bool:
@@ -85,6 +90,8 @@ def load_paper(path: Path) -> tuple[str, str, list[Row]]:
         kw["recipe_differs"] = tuple(kw.get("recipe_differs", ()))
         kw["paper_value"] = float(kw["paper_value"])
         kw["scale"] = float(kw.get("scale", 1.0))
+        if kw.get("protocol", "") not in PROTOCOLS:
+            raise MemreadError(f"{where}: protocol = {kw['protocol']!r}; one of {', '.join(map(repr, PROTOCOLS))}")
         try:
             out.append(Row(paper=paper, **kw))
         except TypeError as e:

@@ -95,9 +95,11 @@ def _mean_std(values: list[float]) -> tuple[float, float | None]:
 def reproduce(row_id: str, seeds: int = 1, run_root: str | os.PathLike = "runs/reproduce",
               overrides: Sequence[str] = (), data_root: str | os.PathLike | None = None,
               results: str | os.PathLike | None = None, device: str | None = None,
-              table: Sequence[Row] | None = None, log: Callable[[str], None] | None = None) -> list[dict]:
-    """Train ``row_id``'s config with seeds 1..``seeds`` in ``RUN_ROOT/ROW_ID/seedS`` (each resumed where a run is
-    there), evaluate the best checkpoint of each on valid and test, and append to the results file, for every
+              table: Sequence[Row] | None = None, log: Callable[[str], None] | None = None,
+              runs: str | os.PathLike | None = None) -> list[dict]:
+    """Train ``row_id``'s config with seeds 1..``seeds`` in ``RUN_ROOT/ROW_ID/seedS``, or ``RUNS/seedS`` where
+    ``runs`` is given (a claim's runs of the row, ``runs/claims/CLAIM/LABEL``), each resumed where a run is
+    there, evaluate the best checkpoint of each on valid and test, and append to the results file, for every
     metric the row and its siblings report and both splits: one line with the mean over seeds (``seeds``,
     ``per_seed``, ``std`` with several), then one line per seed (with ``seed``). ``wall_s`` is what training cost:
     a seed's wall seconds over every resume (a run taken as it is cost those, not this call's moment), their sum on
@@ -127,12 +129,17 @@ def reproduce(row_id: str, seeds: int = 1, run_root: str | os.PathLike = "runs/r
     out_path = results_path(results)
     commit = git_commit()
     sets = "".join(f" --set {o}" for o in overrides)
-    command = (f"memread reproduce {row.id} --seeds {seeds} --run-root {run_root}{sets}"
+    where = f"--runs {runs}" if runs is not None else f"--run-root {run_root}"
+
+    def seed_dir(s: int) -> Path:
+        return Path(runs) / f"seed{s}" if runs is not None else Path(run_root) / row.id / f"seed{s}"
+
+    command = (f"memread reproduce {row.id} --seeds {seeds} {where}{sets}"
                + (f" --device {device}" if device else ""))
 
     finals, walls, budgets = {}, {}, {}
     for s, cfg in configs.items():
-        run_dir = Path(run_root) / row.id / f"seed{s}"
+        run_dir = seed_dir(s)
         log(f"== {row.id}: seed {s} of {seeds} in {run_dir}")
         t0 = time.perf_counter()
         finals[s] = train_seed(cfg, run_dir, root, log)
@@ -171,7 +178,7 @@ def reproduce(row_id: str, seeds: int = 1, run_root: str | os.PathLike = "runs/r
                          "budget": "; ".join(dict.fromkeys(budgets.values())) + note})
             lines.append(line)
             for s, value in values.items():
-                run_dir = Path(run_root) / row.id / f"seed{s}"
+                run_dir = seed_dir(s)
                 lines.append({**base, "value": round(value, 4), "paper_value": paper_value(metric, split),
                               "commit": commit,
                               "command": f"memread train {row.config} --run-dir {run_dir}{sets} --set train.seed={s}",

@@ -147,10 +147,26 @@ def test_the_sentence_claim_trains_the_zero_slot_at_one_seed_after_each_seeds_pa
     # seed 1's LSTMN and LSTM start first, side by side; the zero slot comes after them
     assert [q[0] for q in claims.queues(c, 2)] == [("lstmn-empty", 1), ("lstm", 1)]
     assert "lstmn-zero-slot/seed2" not in " ".join(map(str, c.run_dirs()))
-    compare = {cmd[cmd.index("--record") + 1]: cmd for cmd in claims.finish_commands(c)}
+    finish = claims.finish_commands(c)
+    compare = {cmd[cmd.index("--record") + 1]: cmd for cmd in finish if "--record" in cmd}
     assert "--seeds" in compare["claim-ptb-sentence-1layer-lstmn-empty-vs-lstm"]
     one = compare["claim-ptb-sentence-1layer-lstmn-zero-slot-vs-lstm"]
     assert "--seeds" not in one and one[2:4] == [str(c.root / "lstmn-zero-slot" / "seed1"), str(c.root / "lstm" / "seed1")]
+    # the runs of Table 1's sentence rows as configured are recorded under the rows' ids, from the claim's own
+    # folders, before the comparisons; the zero slot (an override) is not a row's number
+    rows_ = [cmd for cmd in finish if cmd[1] == "reproduce"]
+    assert rows_ == [
+        ["memread", "reproduce", "lstmn-t1-lstmn-sentence", "--seeds", "3", "--runs", str(c.root / "lstmn-empty"),
+         "--set", "train.progress=false"],
+        ["memread", "reproduce", "lstmn-t1-lstm-sentence", "--seeds", "3", "--runs", str(c.root / "lstm"),
+         "--set", "train.progress=false"]]
+    assert finish[:2] == rows_
+    for cmd in rows_:
+        assert load_experiment(REPO / find_row(cmd[2]).config, []).data.context == "sentence"
+    # a claim without record_rows records its comparisons alone, though a run of it trains a row's config as it is
+    dropout = claims.CLAIMS["ptb-lstmn-1layer-dropout"]
+    assert dropout.runs["lstm"].row and not dropout.runs["lstm"].sets
+    assert [cmd[1] for cmd in claims.finish_commands(dropout)] == ["compare"] * len(dropout.compare)
 
 
 def test_an_invocations_device_and_overrides_reach_every_run_and_comparison(tmp_path, monkeypatch):

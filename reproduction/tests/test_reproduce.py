@@ -18,7 +18,7 @@ from memread.training.checkpoint import loop_state
 from reproduction import REPO, ledger, train
 from reproduction import rows as paper_rows
 from reproduction.render import ours_text, render_markdown, verdict_text
-from reproduction.rows import Row
+from reproduction.rows import Row, config_path
 from reproduction.tests.conftest import TINY
 from reproduction.verdicts import Recorded, best_recorded, verdict
 RESULTS = REPO / "results" / "results.jsonl"
@@ -52,9 +52,13 @@ def test_rows_are_well_formed_and_ids_unique():
 
 
 def test_every_table_row_of_the_four_papers_is_there():
-    """Rows per table = the number of printed result cells (a row per column; a "-" cell is no row)."""
+    """Rows per table = the number of printed result cells (a row per column; a "-" cell is no row); LSTMN Table 1's
+    six trained models once more, read each sentence alone."""
+    assert len([r for r in paper_rows.rows() if r.protocol == "sentence"]) == 6
     counts: dict[tuple[str, str], int] = {}
     for r in paper_rows.rows():
+        if r.protocol == "sentence":
+            continue
         counts[r.paper, r.table] = counts.get((r.paper, r.table), 0) + 1
     assert counts == {
         ("lstmn", "Table 1"): 8, ("lstmn", "Table 2"): 12 * 2, ("lstmn", "Table 3"): 11,
@@ -292,6 +296,40 @@ def test_a_row_reproduced_with_another_model_says_so_in_every_budget(tiny, capsy
     assert "changed from the config" not in ledger.load_results(tmp / "results.jsonl")[-1]["budget"]
 
 
+def test_reproduce_records_a_claims_runs_of_the_row_from_their_own_folders(tiny, capsys):
+    """``--runs DIR``: the seed folders are DIR/seedS (a claim's runs of a row, runs/claims/CLAIM/LABEL), trained
+    there or taken as they are, and the lines say where they came from."""
+    tmp, row, _ = tiny
+    label = tmp / "runs" / "claims" / "some-claim" / "lstm"
+    code, _, err = run_cli(capsys, "reproduce", row.id, "--runs", str(label), "--set", "train.max_steps=3")
+    assert code == 0, err
+    assert (label / "seed1" / "final.json").is_file() and not (tmp / "runs" / "reproduce").exists()
+    lines = ledger.load_results(tmp / "results.jsonl")
+    test = next(r for r in lines if r["split"] == "test" and "seed" not in r)
+    assert test["value"] == pytest.approx(final_ppl(label / "seed1", "test"), abs=1e-4)
+    assert test["command"].startswith(f"memread reproduce {row.id} --seeds 1 --runs {label}")
+    code, _, err = run_cli(capsys, "reproduce", row.id, "--runs", str(label), "--set", "train.max_steps=3")
+    assert code == 0 and "finished before; taking its final.json" in err  # taken as it is, not trained again
+    assert ledger.load_results(tmp / "results.jsonl")[-2]["value"] == test["value"]
+
+
+def test_lstmn_table_1_is_there_in_both_protocols_each_row_reading_as_its_config_does():
+    """Each of Table 1's six trained models has a stream row and a sentence row; a row's protocol is its config's
+    [data] context; the table shows it beside the dataset."""
+    table = [r for r in paper_rows.rows() if r.paper == "lstmn" and r.table == "Table 1"]
+    for r in table:
+        if r.protocol:
+            assert load_experiment(config_path(r), []).data.context == r.protocol, r.id
+    both = {r.id.removesuffix("-sentence") for r in table if r.protocol == "sentence"}
+    assert both == {"lstmn-t1-lstm", "lstmn-t1-lstmn", "lstmn-t1-slstm-3layer", "lstmn-t1-glstm-3layer",
+                    "lstmn-t1-dlstm-3layer", "lstmn-t1-lstmn-3layer"}
+    assert all(paper_rows.find_row(i).protocol == "stream" for i in both)
+    assert not [r for r in paper_rows.rows() if r.protocol and (r.paper, r.table) != ("lstmn", "Table 1")]
+    text = render_markdown(paper_rows.rows(), [])
+    assert "| `lstmn-t1-lstm-sentence` | LSTM (1 layer) | PTB (each sentence alone) | ppl (test) | 115 |" in text
+    assert "| `lstmn-t1-lstm` | LSTM (1 layer) | PTB (stream) | ppl (test) | 115 |" in text
+
+
 def test_reproduce_resumes_a_killed_run_and_reuses_a_finished_one(tiny, capsys):
     tmp, row, _ = tiny
     runs = tmp / "runs"
@@ -384,7 +422,7 @@ def test_list_prints_every_row_and_the_markdown(capsys, monkeypatch):
     assert {r.id for r in paper_rows.rows()} <= first
     # for a terminal (issue 59): the summary first, a short line a row, then the claims, one line each
     lines = out.splitlines()
-    assert lines[0].startswith("lstmn: 43 rows, ") and max(map(len, lines)) <= 120 and len(out) < 60_000
+    assert lines[0].startswith("lstmn: 49 rows, ") and max(map(len, lines)) <= 120 and len(out) < 60_000
     claims = lines[lines.index(next(x for x in lines if x.startswith("claims ("))):]
     assert any(x.startswith("ptb-lstmn-1layer-dropout-long-lstmn-empty-vs-lstm ") and x.endswith("does not hold")
                for x in claims)
@@ -466,7 +504,7 @@ def test_reproduce_outside_a_checkout_says_it_needs_one_in_one_line(tmp_path):
     done = memread("compare", "a", "b", "--record", "x")
     assert done.returncode == 2 and done.stderr.count("\n") == 1 and "needs a memread checkout" in done.stderr
     done = memread("reproduce", "list", "--repo", str(REPO))
-    assert done.returncode == 0 and done.stdout.startswith("lstmn: 43 rows")
+    assert done.returncode == 0 and done.stdout.startswith("lstmn: 49 rows")
     loaded = subprocess.run([sys.executable, "-c", "import memread, memread.cli, memread.tools.compare, sys; "
                              "print(any(m.split('.')[0] == 'reproduction' for m in sys.modules))"],
                             cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)

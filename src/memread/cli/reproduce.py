@@ -22,6 +22,8 @@ def add_reproduce(sub) -> None:
                    "(results/claims.png)")
     p.add_argument("--seeds", type=int, default=1, metavar="N", help="train seeds 1..N (default 1)")
     p.add_argument("--run-root", default="runs/reproduce", help="run directories: RUN_ROOT/ROW_ID/seedS")
+    p.add_argument("--runs", metavar="DIR", default=None, help="the seed folders are DIR/seedS instead (a claim's "
+                   "runs of the row: runs/claims/CLAIM/LABEL)")
     p.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE", help="override a config value")
     p.add_argument("--results", default=None,
                    help="results file to read and append to (default: $MEMREAD_RESULTS, else results/results.jsonl)")
@@ -85,8 +87,8 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
                                     ("--details", args.details)) if on)
         raise MemreadError(f"{flag} goes with `memread reproduce list`")
     try:
-        lines = r.train.reproduce(args.target, seeds=args.seeds, run_root=args.run_root, overrides=args.set,
-                                  data_root=args.data_root, results=args.results, device=args.device)
+        lines = r.train.reproduce(args.target, seeds=args.seeds, run_root=args.run_root, runs=args.runs,
+                                  overrides=args.set, data_root=args.data_root, results=args.results, device=args.device)
     except KeyboardInterrupt:
         print("\ninterrupted; the same command resumes its runs", file=sys.stderr)
         return 130
