@@ -82,6 +82,17 @@ class Claim:
     # in a claim that does not keep the paper's setup: its runs of a row's config as it is (a row, no sets) are
     # recorded under the row's id too, from their folders (the ptb-sentence claims: LSTMN Table 1's sentence rows)
     record_rows: bool = False
+    paper: str = ""  # the paper whose claim it is, where no run names a row (otherwise: A's row's paper)
+
+    def paper_of(self, comparison: str) -> str:
+        """The paper a comparison of this claim tests: that of its A run's row, else the claim's ``paper``, else
+        that of the claim's first run with a row ("" where none says)."""
+        a = next((a for a, _, name, _ in self.compare if name == comparison), None)
+        if a is not None and self.runs[a].row:
+            return find_row(self.runs[a].row).paper
+        if self.paper:
+            return self.paper
+        return next((find_row(r.row).paper for r in self.runs.values() if r.row), "")
 
     def overrides(self, label: str) -> list[str]:
         return ["train.progress=false", *self.runs[label].sets]
@@ -99,8 +110,19 @@ class Claim:
         return [self.root / label / f"seed{s}" for label in self.runs for s in range(1, self.seeds_of(label) + 1)]
 
 
-CLAIM_KEYS = {"name", "says", "runs", "compare", "seeds", "paper_setup", "record_rows"}
+CLAIM_KEYS = {"name", "says", "runs", "compare", "seeds", "paper_setup", "record_rows", "paper"}
 RUN_KEYS = {"row", "minutes", "sets", "config", "seeds"}
+
+
+def claim_of(experiment: str, table: dict[str, "Claim"] | None = None) -> tuple["Claim", str] | None:
+    """The claim and comparison name of a recorded ``claim-NAME-COMPARISON`` experiment (the longest claim name
+    that fits; a comparison recorded by hand need not be in the claim's list), or None."""
+    table = CLAIMS if table is None else table
+    fits = [c for c in table.values() if experiment.startswith(f"claim-{c.name}-")]
+    if not fits:
+        return None
+    claim = max(fits, key=lambda c: len(c.name))
+    return claim, experiment[len(f"claim-{claim.name}-"):]
 
 
 def load_claims(path: Path = CLAIMS_FILE) -> dict[str, Claim]:
@@ -119,7 +141,7 @@ def load_claims(path: Path = CLAIMS_FILE) -> dict[str, Claim]:
                            r.get("seeds")) for label, r in raw["runs"].items()}
         compare = [(c["a"], c["b"], c["name"], c.get("paper")) for c in raw["compare"]]
         out[name] = Claim(name, raw["says"], runs, compare, raw.get("seeds", 3), raw.get("paper_setup", True),
-                          raw.get("record_rows", False))
+                          raw.get("record_rows", False), raw.get("paper", ""))
     return out
 
 

@@ -353,3 +353,71 @@ def claims_png(results: Iterable[dict], path: Path) -> Path:
                          "dotted below: the interval of the bootstrap over seeds and units", fontsize=8)
     return save(fig, path)
 
+
+
+# ----------------------------------------------------------------------------- the docs' paper pages
+
+
+def paper_markdown(paper: str, table: Sequence[Row], results: Sequence[dict]) -> str:
+    """A paper's results for its docs page (``docs/papers/*.md``, put in by the MkDocs hook
+    :mod:`reproduction.docs_tables`): per table, each row with a config or a number (ours, the paper's, the
+    verdict), then the paper's claims (A - B, paired p, the paper's A - B, the verdict). The same numbers and
+    verdicts as ``results/REPRODUCTION.md``, generated from the same ledger, so the docs never copy one by hand."""
+    from reproduction.claims import claim_of
+
+    results = list(results)
+    mine = [r for r in table if r.paper == paper]
+    if not mine:
+        raise MemreadError(f"no rows of paper {paper!r}; papers: {', '.join(PAPERS)}")
+    lines = []
+    for tab in dict.fromkeys(r.table for r in mine):
+        shown = [(r, best_recorded(r, results, table)) for r in mine if r.table == tab]
+        shown = [(r, b) for r, b in shown if b is not None or (r.config and r.split == "test")]
+        if not shown:
+            continue
+        lines += [f"**{tab}**", "", "| row | data | paper | ours | verdict |", "|---|---|---:|---|---|"]
+        for r, best in shown:
+            if best is None:
+                ours = "-"
+            else:
+                n = len(best.seeds) if best.seeds else 1
+                ours = (_fmt(best.value, r.metric) + (f" ± {_fmt(best.std, r.metric)}" if best.std is not None else "")
+                        + f" ({n} seed{'s' if n > 1 else ''})" + (f" on {r.stand_in}" if r.stand_in else ""))
+            data = f"{dataset_text(r)}, {r.metric} ({r.split})"
+            lines.append("| " + " | ".join(cell(c) for c in (
+                r.name, data, _paper(r.paper_value, r.metric), ours, short(_verdict_short(r, best), 90))) + " |")
+        lines.append("")
+    claims = [rec for rec in claim_records(results)
+              if (found := claim_of(rec["experiment"])) is not None and found[0].paper_of(found[1]) == paper]
+    if claims:
+        lines += ["**Claims** (two models at one recipe; *p*: the paired test on the test units, pooled over the "
+                  "seeds; accuracies in percent)", "",
+                  "| claim | A vs B | A - B [95 % interval] | p | seeds | paper | verdict |",
+                  "|---|---|---|---:|---:|---:|---|"]
+        for rec in claims:
+            claim, comparison = claim_of(rec["experiment"])
+            k = 100.0 if str(rec["metric"]) == "accuracy_difference" else 1.0  # percent, as the rows show
+
+            def num(x: float, sign: bool = True) -> str:
+                x = k * float(x)
+                return (f"{x:+.2f}" if sign else f"{x:.2f}") if k == 100.0 or abs(x) >= 1 else (
+                    _signed(x) if sign else _g(x))
+
+            ci, p, paper_value = _interval(rec), _p(rec), rec.get("paper_value")
+            interval = f" [{num(ci[0])}, {num(ci[1])}]" if ci else ""
+            verdict = claim_verdict(rec)
+            if ci and is_number(paper_value) and verdict != "not converged" and not ci[0] <= paper_value <= ci[1]:
+                verdict += " (paper outside)"
+            verdict += across_seeds(rec)
+            a, b = comparison.split("-vs-", 1) if "-vs-" in comparison else (comparison, "")
+            means = [rec.get("mean_a", rec.get("a")), rec.get("mean_b", rec.get("b"))]
+            both = f": {num(means[0], False)} vs {num(means[1], False)}" if all(map(is_number, means)) else ""
+            seeds = rec.get("seeds")
+            level = is_number(paper_value) and (paper_value == 0 or rec.get("paper_claim") == "level")
+            paper_text = "0 (level)" if level else (num(paper_value) if is_number(paper_value) else "-")
+            lines.append("| " + " | ".join(cell(c) for c in (
+                f"`{claim.name}`", f"{a} vs {b}{both}" if b else comparison, num(rec["value"]) + interval,
+                f"{p:.2g}" if p is not None else "-", str(len(seeds) if isinstance(seeds, list) else 1),
+                paper_text, verdict)) + " |")
+        lines.append("")
+    return "\n".join(lines)

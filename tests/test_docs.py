@@ -94,6 +94,13 @@ def test_the_site_builds_strict(tmp_path):
     assert (tmp_path / "site" / "api" / "readers" / "index.html").is_file()
     readers = (tmp_path / "site" / "api" / "readers" / "index.html").read_text(encoding="utf-8")
     assert 'id="memread.readers.lstmn.LSTMNConfig"' in readers  # generated from the code, not written by hand
+    # each paper page's results and claims are generated from results/results.jsonl (reproduction/docs_tables.py)
+    for page in ("lstmn", "nse", "short-attention", "iaa"):
+        assert "<!-- reproduction:" in (DOCS / "papers" / f"{page}.md").read_text(encoding="utf-8"), page
+        html = (tmp_path / "site" / "papers" / page / "index.html").read_text(encoding="utf-8")
+        assert "reproduction:" not in html and "<th>verdict</th>" in html, page
+    lstmn = (tmp_path / "site" / "papers" / "lstmn" / "index.html").read_text(encoding="utf-8")
+    assert "PTB (each sentence alone), ppl (test)" in lstmn and "<code>ptb-lstmn-3layer</code>" in lstmn
 
 
 def test_the_strict_build_refuses_a_page_outside_the_nav_and_a_broken_link(tmp_path):
@@ -105,7 +112,8 @@ def test_the_strict_build_refuses_a_page_outside_the_nav_and_a_broken_link(tmp_p
     (docs / "other.md").write_text("# Other\n\n[Home](index.md#home)\n")
     (docs / "orphan.md").write_text("# Orphan\n")
     config = tmp_path / "mkdocs.yml"
-    config.write_text(f"INHERIT: {MKDOCS_YML}\ndocs_dir: {docs}\nnav:\n  - index.md\n  - other.md\n")
+    # (hooks: none; the paper pages' hook is resolved beside the config file)
+    config.write_text(f"INHERIT: {MKDOCS_YML}\ndocs_dir: {docs}\nhooks: []\nnav:\n  - index.md\n  - other.md\n")
     result = mkdocs_build(config, tmp_path / "site")
     assert result.returncode != 0
     assert "orphan.md" in result.stderr, result.stderr[-3000:]

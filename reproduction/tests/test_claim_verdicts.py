@@ -152,7 +152,6 @@ def test_every_recorded_claim_carries_what_the_issue_asks_of_its_line():
     its paper value (None where the paper makes no claim), the seeds (a seed a side where one run each), the
     comparison's wall time, and how each run ended."""
     import json
-    from pathlib import Path
 
     results = REPO / "results" / "results.jsonl"
     recs = claim_records([json.loads(text) for text in results.read_text(encoding="utf-8").splitlines() if text])

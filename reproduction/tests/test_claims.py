@@ -4,7 +4,6 @@ compares rows it trains, and spreads its runs over the queues by their minutes."
 from __future__ import annotations
 
 import functools
-import importlib.util
 import os
 import sys
 from pathlib import Path

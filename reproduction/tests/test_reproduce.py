@@ -14,6 +14,7 @@ import pytest
 
 from memread import cli
 from memread.config import load_experiment
+from memread.errors import MemreadError
 from memread.training.checkpoint import loop_state
 from reproduction import REPO, ledger, train
 from reproduction import rows as paper_rows
@@ -509,3 +510,38 @@ def test_reproduce_outside_a_checkout_says_it_needs_one_in_one_line(tmp_path):
                              "print(any(m.split('.')[0] == 'reproduction' for m in sys.modules))"],
                             cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
     assert loaded.stdout.strip() == "False"
+
+
+def test_a_papers_docs_tables_show_its_rows_and_its_claims_as_the_ledger_has_them():
+    """``paper_markdown`` (the docs' paper pages, via the MkDocs hook): a row's mean over seeds with its std and its
+    verdict; the paper's own claims only (a comparison's paper is its A run's row's), accuracy differences in
+    percent, the paper's level claims as such, the paper's difference outside our interval flagged."""
+    from reproduction.render import paper_markdown
+
+    results = [
+        {"experiment": "lstmn-t2-sst-fine-lstmn", "dataset": "sst", "split": "test", "metric": "accuracy",
+         "value": 44.5, "std": 1.25, "seeds": [1, 2, 3], "per_seed": [43.0, 45.0, 45.5]},
+        {"experiment": "claim-sst-fine-nse-vs-lstm", "split": "test", "metric": "accuracy_difference",
+         "value": 0.033, "paper_value": 0.064, "pooled_p_value": 0.0008, "pooled_ci_95": [0.014, 0.052],
+         "seeds": [1, 2, 3], "mean_a": 0.455, "mean_b": 0.422},
+        {"experiment": "claim-sst-fine-lstmn-vs-lstm", "split": "test", "metric": "accuracy_difference",
+         "value": -0.01, "paper_value": 0.012, "pooled_p_value": 0.5, "pooled_ci_95": [-0.02, 0.001],
+         "seeds": [1, 2, 3], "mean_a": 0.41, "mean_b": 0.42},
+        {"experiment": "claim-gutenberg-p-iaa-vs-as", "split": "test", "metric": "accuracy_difference",
+         "value": 0.09, "paper_value": 0.0, "pooled_p_value": 0.0002, "pooled_ci_95": [0.08, 0.1]},
+    ]
+    table = paper_rows.rows()
+    lstmn = paper_markdown("lstmn", table, results)
+    assert "| LSTMN | SST fine-grained, accuracy (test) | 47.6 | 44.50 ± 1.25 (3 seeds) | does not hold |" in lstmn
+    assert "| `sst-fine` | lstmn vs lstm: 41.00 vs 42.00 | -1.00 [-2.00, +0.10] | 0.5 | 3 | +1.20 | within noise " \
+        "(paper outside) |" in lstmn
+    assert "nse vs lstm" not in lstmn and "gutenberg" not in lstmn
+    assert "| LSTM (1 layer) | PTB (each sentence alone), ppl (test) | 115 | - | not tested |" in lstmn
+    nse = paper_markdown("nse", table, results)
+    assert "| `sst-fine` | nse vs lstm: 45.50 vs 42.20 | +3.30 [+1.40, +5.20] | 0.0008 | 3 | +6.40 | holds (paper " \
+           "outside) |" in nse
+    sordoni = paper_markdown("sordoni", table, results)
+    assert "| `gutenberg-p` | iaa vs as | +9.00 [+8.00, +10.00] | 0.0002 | 1 | 0 (level) | does not hold (paper " \
+           "outside) |" in sordoni
+    with pytest.raises(MemreadError, match="no rows of paper 'nope'"):
+        paper_markdown("nope", table, results)
