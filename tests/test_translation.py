@@ -219,6 +219,64 @@ def test_beam_of_one_is_greedy(fixtures, name):
     assert len(wide) == 5 and all(len(h) <= 7 and model.eos_id not in h for h in wide)
 
 
+class Bigram(torch.nn.Module):
+    """A model of the decoding protocol around ``model`` whose next-word scores also depend on the previous word
+    through a fixed random table (more likely eos), so that untrained models end hypotheses at varied lengths
+    and beams change places; its attention is the model's own (the table touches only the scores)."""
+
+    def __init__(self, model, seed: int):
+        super().__init__()
+        self.inner, self.bos_id, self.eos_id = model, model.bos_id, model.eos_id
+        V = model.out.out_features
+        self.table = torch.randn(V, V, generator=torch.Generator().manual_seed(seed)) * 4
+        self.table[:, self.eos_id] += 3
+
+    def start(self, src, src_mask, trace=None):
+        return self.inner.start(src, src_mask, trace)
+
+    def step(self, prev, state):
+        log_probs, state = self.inner.step(prev, state)
+        return (log_probs + self.table[prev]).log_softmax(-1), state
+
+    def reorder(self, state, index):
+        return self.inner.reorder(state, index)
+
+    def step_trace(self, state):
+        return self.inner.step_trace(state)
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_decoding_traces_are_the_teacher_forced_attention_of_the_returned_hypothesis(fixtures, name):
+    """Greedy and beam search with ``trace``: the same hypotheses, and per sentence the weights of its own
+    history (beam: followed back through the beams), equal to the teacher-forced model's on that hypothesis."""
+    task, model = tiny(fixtures, name)
+    model.eval()
+    data = task.data
+    sources = [list(p.source) for p in data.pairs("valid")[:2] + data.pairs("test")]
+    lengths = set()
+    for seed in (0, 3, 5):  # hypotheses ending with eos after 0-7 words, and at max_len without
+        decoder = Bigram(model, seed)
+        for beam in (1, 3):
+            plain = translate(decoder, data, sources, beam=beam, max_len=8)
+            hyps, traces = translate(decoder, data, sources, beam=beam, max_len=8, trace=True)
+            assert hyps == plain
+            for src, hyp, trace in zip(sources, hyps, traces):
+                n = trace["source"].size(0)
+                assert n == len(hyp) + 1 or n == len(hyp) == 8  # a row per word, and the eos's where it ended so
+                lengths.add((beam, n))
+                tgt = torch.tensor([([model.bos_id] + data.tgt_vocab.encode(hyp))[:n]])
+                ids = torch.tensor([data.src_vocab.encode(src)])
+                batch = {"src": ids, "src_mask": torch.ones_like(ids, dtype=torch.bool), "tgt_in": tgt,
+                         "tgt_mask": torch.ones_like(tgt, dtype=torch.bool)}
+                with torch.no_grad():
+                    forced = model(batch, return_attention=True).attention
+                assert sorted(trace) == sorted(forced)
+                for key, value in trace.items():
+                    torch.testing.assert_close(value, forced[key][0].float(), atol=1e-5, rtol=0)
+                assert trace["source"].shape == (n, len(src))
+    assert {n for b, n in lengths if b == 1} - {8} and {n for b, n in lengths if b == 3} - {9}  # some ended early
+
+
 def toy_pairs(n, rng, reverse, lengths):
     words = [f"w{i}" for i in range(8)]
     out = []

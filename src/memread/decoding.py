@@ -25,6 +25,14 @@ float64 for every model).
 
 Both searches below use only these, with an incremental state: a prefix is never re-run.
 
+**Attention traces** (``trace=True``, for inspection: :meth:`memread.Predictor.predict` with ``attention=True``):
+a model that also has ``start(src, src_mask, trace=dict)`` (it fills the dict with its encoder's weights,
+batch first) and ``step_trace(state) -> {name: (B, w)}`` (the weights of the step that gave ``state``;
+each decoder's ``step_trace``) gets, for every sentence, the weights of the returned hypothesis: one row
+per decoded word, and one for the ``eos`` where the hypothesis ended with it; for beam search the rows of
+the hypothesis's own history, followed back through the beams it passed. Tracing only reads: the
+hypotheses are the same with and without it.
+
 **Greedy**: the most probable word at every step, until ``eos`` or ``max_len`` words.
 
 **Beam search** (``beam`` K, batched over sentences): every step extends each live hypothesis by every
@@ -46,6 +54,7 @@ from __future__ import annotations
 from typing import Any, Protocol
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor
 
 from memread.data.batching import pad
@@ -85,42 +94,81 @@ def _check(max_len: int, beam: int = 1) -> None:
         raise MemreadError(f"decoding: beam size must be at least 1, got {beam}")
 
 
+def _start(model: Seq2Seq, src: Tensor, src_mask: Tensor, encoder: dict | None):
+    if encoder is None:
+        return model.start(src, src_mask)
+    if not hasattr(model, "step_trace"):
+        raise MemreadError(f"decoding: {type(model).__name__} returns no attention trace")
+    return model.start(src, src_mask, trace=encoder)
+
+
+def _step_trace(model: Seq2Seq, state: Any) -> dict[str, Tensor]:
+    return {k: v.detach().float().cpu() for k, v in model.step_trace(state).items() if v is not None}
+
+
+def _sentence_trace(encoder: dict, b: int, rows: list[dict[str, Tensor]]) -> dict[str, Tensor]:
+    """One sentence's trace: its rows of the encoder's weights, and one row per decoding step of ``rows``
+    ({name: (w,)}) stacked, zero-padded to the widest (the target intra-attention grows by a slot per step)
+    and at least to the number of steps (so that over the target it is square)."""
+    out = {k: v[b].detach().float().cpu() for k, v in encoder.items()}
+    for name in (rows[0] if rows else {}):
+        width = max(max(r[name].numel() for r in rows), len(rows) if name == "target" else 0)
+        out[name] = torch.stack([F.pad(r[name], (0, width - r[name].numel())) for r in rows])
+    return out
+
+
 @torch.no_grad()
-def greedy(model: Seq2Seq, src: Tensor, src_mask: Tensor, max_len: int) -> list[list[int]]:
-    """The arg-max word at every step; per sentence the word ids before ``eos`` (at most ``max_len``)."""
+def greedy(model: Seq2Seq, src: Tensor, src_mask: Tensor, max_len: int, trace: bool = False):
+    """The arg-max word at every step; per sentence the word ids before ``eos`` (at most ``max_len``).
+    With ``trace``: (those, per sentence its attention trace) (module docstring)."""
     _check(max_len)
     B = src.size(0)
-    state = model.start(src, src_mask)
+    encoder: dict | None = {} if trace else None
+    state = _start(model, src, src_mask, encoder)
     prev = torch.full((B,), model.bos_id, dtype=torch.long, device=src.device)
     out: list[list[int]] = [[] for _ in range(B)]
+    steps: list[dict[str, Tensor]] = []
     live = torch.ones(B, dtype=torch.bool, device=src.device)
     for _ in range(max_len):
         log_probs, state = model.step(prev, state)
+        if trace:
+            steps.append(_step_trace(model, state))
         prev = log_probs.argmax(dim=-1)  # (B,)
         live &= prev != model.eos_id
         if not bool(live.any()):
             break
         for b in live.nonzero().flatten().tolist():
             out[b].append(int(prev[b]))
-    return out
+    if not trace:
+        return out
+    # a sentence shorter than max_len ended with eos, at step len(words)
+    rows = [min(len(words) + 1, max_len) for words in out]
+    return out, [_sentence_trace(encoder, b, [{k: v[b] for k, v in steps[t].items()} for t in range(n)])
+                 for b, n in enumerate(rows)]
 
 
 @torch.no_grad()
 def beam_search(model: Seq2Seq, src: Tensor, src_mask: Tensor, beam: int, max_len: int,
-                alpha: float = 1.0) -> list[list[int]]:
-    """Length-normalised beam search (module docstring); per sentence the best hypothesis's word ids."""
+                alpha: float = 1.0, trace: bool = False):
+    """Length-normalised beam search (module docstring); per sentence the best hypothesis's word ids.
+    With ``trace``: (those, per sentence the attention trace of that hypothesis) (module docstring)."""
     _check(max_len, beam)
     B, K, device = src.size(0), beam, src.device
-    state = model.reorder(model.start(src, src_mask), torch.arange(B, device=device).repeat_interleave(K))
+    encoder: dict | None = {} if trace else None
+    state = model.reorder(_start(model, src, src_mask, encoder), torch.arange(B, device=device).repeat_interleave(K))
+    steps: list[dict[str, Tensor]] = []  # each step's weights, rows b * K + k
+    parents: list[Tensor] = []  # parents[t][r]: the row at step t that row r of step t + 1 continues
     scores = torch.full((B, K), float("-inf"), device=device)
     scores[:, 0] = 0.0  # all beams start as the same empty hypothesis: keep one
     tokens = torch.empty(B, K, 0, dtype=torch.long, device=device)
     prev = torch.full((B * K,), model.bos_id, dtype=torch.long, device=device)
-    finished: list[list[tuple[float, list[int]]]] = [[] for _ in range(B)]
+    finished: list[list[tuple[float, list[int], int]]] = [[] for _ in range(B)]  # score, words, the eos's row
     done = [False] * B
     rank = torch.arange(2 * K, device=device)
     for t in range(max_len + 1):
         log_probs, state = model.step(prev, state)
+        if trace:
+            steps.append(_step_trace(model, state))
         log_probs = log_probs.float()
         V = log_probs.size(-1)
         if t == max_len:  # out of length: every live hypothesis ends here
@@ -135,7 +183,7 @@ def beam_search(model: Seq2Seq, src: Tensor, src_mask: Tensor, beam: int, max_le
         for b, j in (is_eos[:, :K]).nonzero().tolist():
             if not done[b]:
                 hyp = tokens[b, origin[b, j]].tolist()
-                finished[b].append((float(top[b, j]) / length, hyp))
+                finished[b].append((float(top[b, j]) / length, hyp, b * K + int(origin[b, j])))
         for b in range(B):
             if not done[b] and len(finished[b]) >= K:
                 done[b] = True
@@ -149,30 +197,61 @@ def beam_search(model: Seq2Seq, src: Tensor, src_mask: Tensor, beam: int, max_le
         flat = (origin + torch.arange(B, device=device).unsqueeze(1) * K).flatten()
         state = model.reorder(state, flat)
         prev = word.flatten()
-    return [max(f, key=lambda s: s[0])[1] if f else [] for f in finished]
+        if trace:
+            parents.append(flat.cpu())
+    best = [max(f, key=lambda s: s[0]) if f else None for f in finished]
+    out = [f[1] if f else [] for f in best]
+    if not trace:
+        return out
+    traces = []
+    for b, f in enumerate(best):
+        rows: list[dict[str, Tensor]] = []
+        if f is not None:  # back from the step that ended it with eos, through the rows it came from
+            row = f[2]
+            for t in range(len(f[1]), -1, -1):
+                rows.append({k: v[row] for k, v in steps[t].items()})
+                if t:
+                    row = int(parents[t - 1][row])
+        traces.append(_sentence_trace(encoder, b, rows[::-1]))  # (the encoder's rows: one per sentence)
+    return out, traces
 
 
 def decode(model: Seq2Seq, src: Tensor, src_mask: Tensor, beam: int = 1, max_len: int = 50,
-           alpha: float = 1.0) -> list[list[int]]:
-    """Greedy for ``beam = 1`` (the same result as a beam of one, cheaper), else beam search."""
+           alpha: float = 1.0, trace: bool = False):
+    """Greedy for ``beam = 1`` (the same result as a beam of one, cheaper), else beam search; with ``trace``
+    also each sentence's attention trace (module docstring)."""
     if beam == 1:
-        return greedy(model, src, src_mask, max_len)
-    return beam_search(model, src, src_mask, beam, max_len, alpha)
+        return greedy(model, src, src_mask, max_len, trace)
+    return beam_search(model, src, src_mask, beam, max_len, alpha, trace)
 
 
 @torch.no_grad()
 def translate(model: Seq2Seq, data: Any, sources: list[list[str]], beam: int = 1, alpha: float = 1.0,
-              max_len: int = 50, batch_size: int = 64) -> list[list[str]]:
+              max_len: int = 50, batch_size: int = 64, trace: bool = False):
     """Source sentences (lists of words) -> translations (lists of target words, without </s>), decoded in
-    batches of similar length with ``data``'s vocabularies; empty sentences give empty translations."""
+    batches of similar length with ``data``'s vocabularies; empty sentences give empty translations.
+
+    With ``trace``: (translations, traces), each sentence's trace a dict of tensors over its own words:
+    ``"source"`` (n, S) the decoder's attention over the S source words at each of its n steps (a row per
+    translated word, then one for ``</s>`` when it ended with it), ``"target"`` (n, n) where the decoder has
+    an intra-attention (the LSTMN fusion decoders; column i: the decoder's input i, ``<s>`` first),
+    ``"encoder"`` (S, S) and ``"encoder_layers"`` (L, S, S) where the encoder returns attention (None for an
+    empty sentence)."""
     model.eval()
     device = next(model.parameters()).device
     out: list[list[str]] = [[] for _ in sources]
+    traces: list[dict | None] = [None for _ in sources]
     order = sorted((i for i, s in enumerate(sources) if s), key=lambda i: len(sources[i]))
     for k in range(0, len(order), batch_size):
         rows = order[k : k + batch_size]
         src, src_mask = pad([data.src_vocab.encode(sources[i]) for i in rows], data.src_vocab.pad_id)
-        hyps = decode(model, src.to(device), src_mask.to(device), beam, max_len, alpha)
+        hyps = decode(model, src.to(device), src_mask.to(device), beam, max_len, alpha, trace)
+        if trace:
+            hyps, found = hyps
+            for i, tr in zip(rows, found):
+                S = len(sources[i])
+                traces[i] = {name: v[..., :S, :S] if name.startswith("encoder") else v[..., :S] if name == "source"
+                             else v for name, v in tr.items()}
         for i, ids in zip(rows, hyps):
             out[i] = data.tgt_vocab.decode(ids)
-    return out
+    return (out, traces) if trace else out

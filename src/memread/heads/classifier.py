@@ -25,6 +25,7 @@ from memread.heads.base import ModelOutput
 from memread.modules.pooling import pool
 from memread.modules.word_embedding import WordEmbedding
 from memread.readers import build_reader
+from memread.readers.base import attention_trace
 from memread.typed import DropoutRate, NonNegFloat, PositiveInt
 
 
@@ -90,9 +91,12 @@ class SentenceClassifier(nn.Module):
         return self.reader(self.drop(self.embedding(ids)), mask, return_attention=return_attention)
 
     def forward(self, batch: dict, state=None, return_attention: bool = False) -> ModelOutput:
+        """``attention`` (with ``return_attention``): the reader's weights (B, T, S); a deep LSTMN's every layer
+        in ``extra["attention_layers"]`` (B, L, T, S)."""
         read = self.encode(batch["ids"], batch["mask"], return_attention)
         logits = self.classifier(pool(read.states, batch["mask"], self.pool))  # (B, C)
-        return ModelOutput(logits=logits, attention=read.attention)
+        extra = {k: v for k, v in attention_trace(read).items() if k == "attention_layers"} if return_attention else {}
+        return ModelOutput(logits=logits, attention=read.attention, extra=extra)
 
 
 def build_mlp_head(cfg: MLPHeadConfig, reader_cfg, pipeline) -> SentenceClassifier:

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.utils.checkpoint import checkpoint
 
@@ -35,6 +36,7 @@ from memread.heads.base import ModelOutput
 from memread.modules.pooling import pool
 from memread.modules.word_embedding import WordEmbedding
 from memread.readers import READERS, build_reader
+from memread.readers.base import attention_trace
 from memread.typed import DropoutRate, PositiveInt, from_dict
 
 
@@ -93,8 +95,10 @@ class HierarchicalClassifier(nn.Module):
         """x (N, W, E), mask (N, W) -> sentence vectors (N, H)."""
         return pool(self.sentence_reader(x, mask).states, mask, self.cfg.pool)
 
-    def encode_sentences(self, ids: Tensor, mask: Tensor, sent_mask: Tensor) -> Tensor:
-        """ids, mask (B, S, W), sent_mask (B, S) -> sentence vectors (B, S, H), zero at padded sentences."""
+    def encode_sentences(self, ids: Tensor, mask: Tensor, sent_mask: Tensor, trace: dict | None = None) -> Tensor:
+        """ids, mask (B, S, W), sent_mask (B, S) -> sentence vectors (B, S, H), zero at padded sentences.
+        ``trace``: a dict that gets the sentence reader's weights of every sentence, ``sentences`` (B, S, W, W)
+        (and ``sentences_layers`` (B, S, L, W, W) for a deep LSTMN), zero at padding, where it has them."""
         B, S, W = ids.shape
         flat_ids, flat_mask = ids.reshape(B * S, W), mask.reshape(B * S, W)
         real = sent_mask.reshape(-1).nonzero().squeeze(1)  # (N,) real sentences
@@ -106,7 +110,15 @@ class HierarchicalClassifier(nn.Module):
             width = max(1, int(flat_mask[rows].sum(1).max()))
             m = flat_mask[rows, :width]  # (n, w)
             x = self.emb_drop(self.embedding(flat_ids[rows, :width]))  # (n, w, E)
-            if self.cfg.checkpoint_sentences and torch.is_grad_enabled():
+            if trace is not None:  # the same reading, its weights kept
+                read = self.sentence_reader(x, m, return_attention=True)
+                v = pool(read.states, m, self.cfg.pool)
+                for name, weights in attention_trace(read, "sentences").items():
+                    if torch.is_tensor(weights):  # (n, .., w, w) -> (B * S, .., W, W)
+                        if name not in trace:
+                            trace[name] = weights.new_zeros(B * S, *weights.shape[1:-2], W, W)
+                        trace[name] = trace[name].index_copy(0, rows, F.pad(weights, (0, W - width, 0, W - width)))
+            elif self.cfg.checkpoint_sentences and torch.is_grad_enabled():
                 v = checkpoint(self._read_sentences, x, m, use_reentrant=False)
             else:
                 v = self._read_sentences(x, m)  # (n, H)
@@ -115,14 +127,23 @@ class HierarchicalClassifier(nn.Module):
             out = out.index_copy(0, rows, v)
         if out is None:
             raise MemreadError("a batch with no real sentence")
+        if trace is not None:
+            trace.update({name: w.view(B, S, *w.shape[1:]) for name, w in trace.items()})
         return out.view(B, S, -1)
 
-    def forward(self, batch: dict, state=None) -> ModelOutput:
+    def forward(self, batch: dict, state=None, return_attention: bool = False) -> ModelOutput:
+        """With ``return_attention`` the output's ``attention`` is a dict, where the readers have weights:
+        ``sentences`` (B, S, W, W) each sentence's reader over its words (NSE: z_t over the sentence's memory),
+        ``document`` (B, S, S) the document reader's over the sentences (and ``*_layers`` for a deep LSTMN)."""
         sent_mask = batch["sent_mask"]
-        sentences = self.encode_sentences(batch["ids"], batch["mask"], sent_mask)  # (B, S, H)
-        read = self.doc_reader(self.doc_drop(sentences), sent_mask)
+        trace: dict | None = {} if return_attention else None
+        sentences = self.encode_sentences(batch["ids"], batch["mask"], sent_mask, trace)  # (B, S, H)
+        read = self.doc_reader(self.doc_drop(sentences), sent_mask,
+                               **({"return_attention": True} if return_attention else {}))
+        if trace is not None:
+            trace.update({k: v for k, v in attention_trace(read, "document").items() if torch.is_tensor(v)})
         doc = pool(read.states, sent_mask, self.cfg.doc_pool)  # (B, H_doc)
-        return ModelOutput(logits=self.output(self.out_drop(doc)))  # (B, C)
+        return ModelOutput(logits=self.output(self.out_drop(doc)), attention=trace)  # (B, C)
 
 
 def build_hierarchical_head(cfg: HierarchicalHeadConfig, reader_cfg, pipeline) -> HierarchicalClassifier:

@@ -15,7 +15,7 @@ from memread.errors import MemreadError
 from memread.heads.base import ModelOutput
 from memread.modules.output import VocabularyProjection
 from memread.readers import READERS, build_reader, readers_with
-from memread.readers.base import ReaderOutput
+from memread.readers.base import ReaderOutput, attention_trace
 from memread.typed import DropoutRate, PositiveFloat, PositiveInt
 
 
@@ -56,9 +56,12 @@ class LanguageModel(nn.Module):
         return self.reader(x, mask, state, return_attention=return_attention, reset=reset)
 
     def forward(self, batch: dict[str, Tensor], state=None, return_attention: bool = False) -> ModelOutput:
+        """``attention`` (with ``return_attention``): the reader's weights (B, T, S); a deep LSTMN's every layer
+        in ``extra["attention_layers"]`` (B, L, T, S)."""
         out = self.read(batch["input"], batch["mask"], state, batch.get("reset"), return_attention)
         logits = self.decoder(self.drop(out.states))  # (B, T, V)
-        return ModelOutput(logits=logits, state=out.state, attention=out.attention)
+        extra = {k: v for k, v in attention_trace(out).items() if k == "attention_layers"} if return_attention else {}
+        return ModelOutput(logits=logits, state=out.state, attention=out.attention, extra=extra)
 
 
 def build_lm_head(cfg: LMHeadConfig, reader_cfg, pipeline) -> LanguageModel:

@@ -45,6 +45,7 @@ from memread.modules.attention import AdditiveAttention
 from memread.modules.pooling import pool
 from memread.modules.word_embedding import WordEmbedding
 from memread.readers import READERS, build_reader, readers_with
+from memread.readers.base import attention_trace
 from memread.heads.decoders.lstmn_fusion import FusionConfig, LSTMNFusionDecoder
 from memread.typed import DropoutRate, PositiveInt
 
@@ -87,6 +88,7 @@ class PairEncoding:
     u: Tensor  # (B, H) the first text
     v: Tensor  # (B, H) the second text
     attention: Tensor | None = None  # (B, T1) attention encoders: the weights over the first text
+    trace: dict | None = None  # with return_attention: every weight the encoder has (PairEncoder.forward)
 
 
 class PairEncoder(nn.Module):
@@ -102,22 +104,37 @@ class PairEncoder(nn.Module):
             H = first.output_size
             self.attention = AdditiveAttention(H, H, H)
 
-    def forward(self, x1: Tensor, m1: Tensor, x2: Tensor, m2: Tensor) -> PairEncoding:
+    def forward(self, x1: Tensor, m1: Tensor, x2: Tensor, m2: Tensor, return_attention: bool = False) -> PairEncoding:
+        """With ``return_attention`` the encoding's ``trace`` holds, where the encoder has them: ``first``
+        (B, T1, S1) and ``second`` (B, T2, S2) each reader's own weights (with ``first_layers``/``second_layers``
+        for a deep LSTMN; see :func:`memread.readers.base.attention_trace`); ``second_shared``: [(B, T2, T1)]
+        MMA-NSE's keys over the first text's memory; for the fusion decoders ``second`` is the intra-attention
+        over the second text's tape and ``inter`` (B, T2, T1) the inter-attention over the first's; ``pooling``
+        (B, T1) the attention encoders' weights."""
+        traced = {"return_attention": True} if return_attention else {}
+        trace: dict | None = {} if return_attention else None
         if self.encoder in FUSION:  # the decoder reads the second text over the first's tapes (Y, A)
-            r1 = self.first(x1, m1, return_cells=self.encoder == "deep_fusion")
+            r1 = self.first(x1, m1, return_cells=self.encoder == "deep_fusion", **traced)
             cells = r1.state["cells"] if self.encoder == "deep_fusion" else None
-            r2 = self.second(x2, m2, r1.memory, cells, m1)
-            return PairEncoding(pool(r1.states, m1, self.how), pool(r2.states, m2, self.how))
-        r1 = self.first(x1, m1)
+            r2 = self.second(x2, m2, r1.memory, cells, m1, **traced)
+            if trace is not None:
+                trace.update(attention_trace(r1, "first"))
+                trace.update({"second": r2.state["intra_attention"], "inter": r2.attention})
+            return PairEncoding(pool(r1.states, m1, self.how), pool(r2.states, m2, self.how), trace=trace)
+        r1 = self.first(x1, m1, **traced)
         second = self.second if self.second is not None else self.first
         shared = {"shared": [(r1.memory, m1)]} if self.encoder in MMA else {}
-        r2 = second(x2, m2, **shared)
+        r2 = second(x2, m2, **shared, **traced)
+        if trace is not None:
+            trace.update({**attention_trace(r1, "first"), **attention_trace(r2, "second")})
         v = pool(r2.states, m2, self.how)
         if self.attention is not None:
             alpha = self.attention(v, r1.states, m1)  # (B, T1)
             u = torch.bmm(alpha.unsqueeze(1), r1.states).squeeze(1)  # (B, H)
-            return PairEncoding(u, v, alpha)
-        return PairEncoding(pool(r1.states, m1, self.how), v)
+            if trace is not None:
+                trace["pooling"] = alpha
+            return PairEncoding(u, v, alpha, trace)
+        return PairEncoding(pool(r1.states, m1, self.how), v, trace=trace)
 
 
 def pair_features(u: Tensor, v: Tensor, kind: str) -> Tensor:
@@ -137,15 +154,17 @@ class PairClassifier(nn.Module):
         self.classifier = mlp_classifier((4 if cfg.features == "nse" else 2) * H, cfg.mlp, outputs, cfg.dropout)
         self.score = outputs == 1  # one relevance score per pair: logits (B,)
 
-    def encode(self, batch: dict) -> PairEncoding:
+    def encode(self, batch: dict, return_attention: bool = False) -> PairEncoding:
         x1 = self.drop(self.embedding(batch["first"]))  # (B, T1, E)
         x2 = self.drop(self.embedding(batch["second"]))  # (B, T2, E)
-        return self.encoder(x1, batch["first_mask"], x2, batch["second_mask"])
+        return self.encoder(x1, batch["first_mask"], x2, batch["second_mask"], return_attention)
 
     def forward(self, batch: dict, state=None, return_attention: bool = False) -> ModelOutput:
-        enc = self.encode(batch)
+        """With ``return_attention`` the output's ``attention`` is the encoder's trace, a dict of named weights
+        (:meth:`PairEncoder.forward`)."""
+        enc = self.encode(batch, return_attention)
         logits = self.classifier(pair_features(enc.u, enc.v, self.features))  # (B, C) or (B, 1)
-        return ModelOutput(logits=logits.squeeze(-1) if self.score else logits, attention=enc.attention)
+        return ModelOutput(logits=logits.squeeze(-1) if self.score else logits, attention=enc.trace)
 
 
 def build_pair_head(cfg: PairHeadConfig, reader_cfg, pipeline) -> PairClassifier:

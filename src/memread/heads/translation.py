@@ -39,6 +39,7 @@ from memread.errors import MemreadError
 from memread.heads.base import ModelOutput
 from memread.modules.word_embedding import WordEmbedding
 from memread.readers import build_reader
+from memread.readers.base import attention_trace
 from memread.heads.decoders.attention import AttentionDecoderConfig, AttentionLSTMDecoder
 from memread.heads.decoders.lstmn_fusion import FusionConfig, LSTMNFusionDecoder
 from memread.heads.decoders.nse import NSEDecoder, NSEDecoderConfig
@@ -102,14 +103,21 @@ class Translator(nn.Module):
         self.pad_id, self.bos_id, self.eos_id = tgt_vocab.pad_id, tgt_vocab.stoi[BOS], tgt_vocab.stoi[EOS]
         self.reader_name = reader_name or type(encoder).__name__
 
-    def encode(self, src: Tensor, src_mask: Tensor) -> tuple[Tensor, Tensor | None]:
+    def encode(self, src: Tensor, src_mask: Tensor, trace: dict | None = None) -> tuple[Tensor, Tensor | None]:
         """(B, S) ids -> what the decoder reads: the encoder's states (B, S, H), or with ``reads =
-        "memory"`` its final memory, and the memory tape (``reads = "tape"``) or None."""
+        "memory"`` its final memory, and the memory tape (``reads = "tape"``) or None. ``trace``: a dict
+        that gets the encoder's weights (``encoder`` (B, S, S), ``encoder_layers``; see
+        :func:`memread.readers.base.attention_trace`), where it has them."""
         x = self.drop_in(self.src_embedding(src))
+        traced = {"return_attention": True} if trace is not None else {}
         if self.reads == "tape":  # an LSTMN encoder: its top layer's hidden and memory tapes
-            enc = self.encoder(x, src_mask, return_cells=True)
+            enc = self.encoder(x, src_mask, return_cells=True, **traced)
+            if trace is not None:
+                trace.update(attention_trace(enc, "encoder"))
             return enc.states, enc.state["cells"]
-        enc = self.encoder(x, src_mask)
+        enc = self.encoder(x, src_mask, **traced)
+        if trace is not None:
+            trace.update(attention_trace(enc, "encoder"))
         if self.reads == "memory":
             if enc.memory is None or enc.memory.shape[:2] != src.shape:
                 raise MemreadError(f"head 'nse_decoder' reads and writes the encoder's final memory (one slot per "
@@ -119,21 +127,36 @@ class Translator(nn.Module):
         return enc.states, None
 
     def forward(self, batch: dict, state=None, return_attention: bool = False) -> ModelOutput:
+        """Teacher forcing. With ``return_attention`` the output's ``attention`` is a dict: ``source`` (B, T, S)
+        the decoder's weights over the source at each target step (:mod:`memread.decoding`'s trace, for the
+        given target), ``target`` (B, T, T) the fusion decoders' intra-attention, ``encoder`` (B, S, S) and
+        ``encoder_layers`` where the encoder returns attention."""
         src, src_mask = batch["src"], batch["src_mask"]
-        source, cells = self.encode(src, src_mask)
+        trace: dict | None = {} if return_attention else None
+        source, cells = self.encode(src, src_mask, trace)
         y = self.drop_in(self.tgt_embedding(batch["tgt_in"]))
-        dec = self.decoder(y, batch["tgt_mask"], source, cells, src_mask)
+        traced = {"return_attention": True} if return_attention else {}
+        dec = self.decoder(y, batch["tgt_mask"], source, cells, src_mask, **traced)
         logits = self.out(self.drop_out(dec.states))  # (B, T, V)
-        return ModelOutput(logits=logits, attention=dec.attention)
+        if trace is not None:
+            trace["source"] = dec.attention
+            if isinstance(dec.state, dict) and dec.state.get("intra_attention") is not None:
+                trace["target"] = dec.state["intra_attention"]
+        return ModelOutput(logits=logits, attention=trace)
 
     # the model protocol of memread.decoding
-    def start(self, src: Tensor, src_mask: Tensor):
-        source, cells = self.encode(src, src_mask)
+    def start(self, src: Tensor, src_mask: Tensor, trace: dict | None = None):
+        source, cells = self.encode(src, src_mask, trace)
         return self.decoder.start(source, cells, src_mask)
 
     def step(self, prev: Tensor, state) -> tuple[Tensor, object]:
         out_t, state = self.decoder.step(self.tgt_embedding(prev), state)
         return F.log_softmax(self.out(out_t), dim=-1), state
+
+    def step_trace(self, state) -> dict[str, Tensor]:
+        """The decoder's weights at the step that gave ``state`` (``source`` (B, S); ``target`` for the fusion
+        decoders), for :mod:`memread.decoding`'s traces."""
+        return self.decoder.step_trace(state)
 
     def reorder(self, state, index: Tensor):
         return self.decoder.reorder(state, index)

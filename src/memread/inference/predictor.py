@@ -68,7 +68,8 @@ class TokenScores:
     logprobs: list[float]
     nll: float  # mean negative log-probability per predicted token
     ppl: float
-    attention: Any = None
+    attention: Any = None  # per segment read, its (T, S) weights over [carried slots ; segment]
+    attention_layers: Any = None  # a deep LSTMN: per segment, every layer's (L, T, S), bottom first
 
 
 @dataclass
@@ -87,6 +88,7 @@ class Label:
     label: str | int
     probabilities: dict[str, float]
     attention: Any = None
+    attention_layers: Any = None  # a deep LSTMN classifier: every layer's (L, T, S), bottom first
 
 
 @dataclass
@@ -109,6 +111,9 @@ class ClozeAnswer:
 class Translation:
     source: list[str]
     tokens: list[str]
+    # with attention=True: the decoding's trace (memread.decoding.translate): "source" (n, S) a row per decoded
+    # word (and the </s>'s where it ended with it), "target" (n, n) for the LSTMN fusion decoders, "encoder" (S, S)
+    attention: Any = None
 
     @property
     def text(self) -> str:
@@ -129,8 +134,9 @@ def to_json(result: Any) -> dict:
     for name in ("text",):
         if hasattr(result, name):
             out[name] = getattr(result, name)
-    if out.get("attention") is None:
-        out.pop("attention", None)
+    for name in ("attention", "attention_layers"):
+        if out.get(name) is None:
+            out.pop(name, None)
     return out
 
 
@@ -142,8 +148,17 @@ def _trace(attention: Any, row: int) -> Any:
     if isinstance(attention, (list, tuple)):
         return [_trace(a, row) for a in attention]
     if isinstance(attention, dict):
-        return {k: _trace(v, row) for k, v in attention.items()}
+        return {k: _trace(v, row) for k, v in attention.items()} or None
     return None
+
+
+def _plain(trace: Any) -> Any:
+    """One input's trace of tensors (no batch dimension) as nested lists of floats."""
+    if isinstance(trace, torch.Tensor):
+        return trace.detach().float().cpu().tolist()
+    if isinstance(trace, dict):
+        return {k: _plain(v) for k, v in trace.items()}
+    return trace
 
 
 @dataclass
@@ -239,20 +254,24 @@ class Predictor:
             from memread.decoding import translate
 
             sources = [list(e.source) for e in examples]
-            hyps = translate(self.model, self.task.data, sources, beam, alpha, max_len, batch_size)
-            return [Translation(source=s, tokens=h) for s, h in zip(sources, hyps)]
+            if not attention:
+                hyps = translate(self.model, self.task.data, sources, beam, alpha, max_len, batch_size)
+                return [Translation(source=s, tokens=h) for s, h in zip(sources, hyps)]
+            hyps, traces = translate(self.model, self.task.data, sources, beam, alpha, max_len, batch_size, trace=True)
+            return [Translation(source=s, tokens=h, attention=_plain(t)) for s, h, t in zip(sources, hyps, traces)]
         out: list[Any] = []
         batches = self.task.data.example_batches(examples, batch_size)
         for i in range(len(batches)):
             batch = to_device(batches[i], self.device)
             result = self._forward(batch, None, attention)
             first = len(out)
+            layers = result.extra.get("attention_layers") if attention else None
             for row in range(result.logits.size(0)):
                 out.append(self._one(examples[first + row], result.logits[row],
-                                     _trace(result.attention, row) if attention else None))
+                                     _trace(result.attention, row) if attention else None, _trace(layers, row)))
         return out
 
-    def _one(self, example: Any, logits: torch.Tensor, trace: Any) -> Any:
+    def _one(self, example: Any, logits: torch.Tensor, trace: Any, layers: Any = None) -> Any:
         logits = logits.float().cpu()
         if self.kind == "cloze":  # log-probabilities over the question's candidates
             p = logits[: len(example.candidates)].exp()
@@ -272,7 +291,8 @@ class Predictor:
         names = self._labels or [str(i) for i in range(p.numel())]
         probs = {n: float(q) for n, q in zip(names, p)}
         best = int(p.argmax())
-        return Label(label=names[best] if self._labels else best, probabilities=probs, attention=trace)
+        return Label(label=names[best] if self._labels else best, probabilities=probs, attention=trace,
+                     attention_layers=layers)
 
     # ------------------------------------------------------------------ language models
     def _read(self, tokens: list[str], attention: bool = False):
@@ -288,17 +308,19 @@ class Predictor:
 
     def _score_text(self, tokens: list[str], attention: bool) -> TokenScores:
         logps: list[float] = []
-        traces = []
+        traces, layers = [], []
         for batch, out in self._read(tokens, attention):
             lp = out.logits.float().log_softmax(-1).gather(-1, batch["target"].unsqueeze(-1)).squeeze(-1)  # (1, T)
             logps += lp[batch["mask"]].cpu().tolist()
             if attention and out.attention is not None:
                 traces.append(_trace(out.attention, 0))
+            if attention and out.extra.get("attention_layers") is not None:
+                layers.append(_trace(out.extra["attention_layers"], 0))
         nll = -sum(logps) / max(len(logps), 1)
         if self._sentences:  # each line as it was read: <s> w_1 .. w_n <eos>
             tokens = [t for line in lines_at_eos(tokens) if line for t in (START, *line, EOS)]
         return TokenScores(tokens=list(tokens), logprobs=logps, nll=nll, ppl=math.exp(min(nll, 50.0)),
-                           attention=traces or None)
+                           attention=traces or None, attention_layers=layers or None)
 
     @property
     def _sentences(self) -> bool:

@@ -7,6 +7,7 @@ A reader turns token embeddings into per-token states::
     out.memory     # (B, S, H)  what the reader keeps and can attend over (e.g. its hidden tape)
     out.state      # anything: pass it back as ``state`` to continue reading the next segment
     out.attention  # (B, T, S)  optional trace of what each token attended to
+    out.layer_attention  # [(B, T, S)] with attention, a reader with several attending layers (deep LSTMN)
 
 Every reader has ``input_size`` and ``output_size`` attributes. Tasks build an embedding of
 ``input_size`` and a head over ``output_size``, so any reader drops into any task.
@@ -18,6 +19,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
+import torch
 from torch import Tensor
 
 
@@ -28,6 +30,24 @@ class ReaderOutput:
     memory_mask: Tensor | None = None  # (B, S) bool
     state: Any = None
     attention: Tensor | None = None  # (B, T, S)
+    # with attention, a reader whose layers each attend (a deep LSTMN): every layer's (B, T, S), bottom first
+    layer_attention: list[Tensor] | None = None
+
+
+def attention_trace(out: ReaderOutput, name: str = "attention") -> dict[str, Any]:
+    """A reader's weights after ``return_attention=True``, by name: ``name`` (B, T, S) its ``attention``, and
+    where the reader has them ``name_layers`` (B, L, T, S) every layer's weights, bottom first (a deep LSTMN;
+    the last is ``attention``) and ``name_shared``, a list of (B, T, S_n): the keys over each shared memory
+    (MMA-NSE). Empty for a reader that returns no attention."""
+    trace: dict[str, Any] = {}
+    if out.attention is not None:
+        trace[name] = out.attention
+    if out.layer_attention is not None:
+        trace[f"{name}_layers"] = torch.stack(list(out.layer_attention), dim=1)
+    state = out.state if isinstance(out.state, dict) else {}
+    if state.get("shared_attention"):
+        trace[f"{name}_shared"] = list(state["shared_attention"])
+    return trace
 
 
 def detach_state(state: Any) -> Any:

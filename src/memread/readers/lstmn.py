@@ -271,6 +271,8 @@ class LSTMNReader(nn.Module):
         ``return_cells`` the state also holds ``"cells"`` (B, S, H): the top layer's memory tape
         ``c_1 .. c_S``, aligned with ``memory`` (what a deep-fusion decoder reads as the source memory
         tape A, :mod:`memread.heads.decoders.lstmn_fusion`); passed back as a state, that key is ignored.
+        With ``return_attention`` and ``layers > 1``, ``layer_attention`` holds every layer's weights s^t
+        (B, T, S), bottom layer first (the last is ``attention``).
         """
         B, T, _ = x.shape
         if mask is None:
@@ -290,7 +292,7 @@ class LSTMNReader(nn.Module):
         if self.cfg.impl == "reference":
             H_tapes, C_tapes, h_tildes, s = self._read_reference(x, lengths, state)
         else:
-            H_tapes, C_tapes, h_tildes, s = self._read_fast(x, state, start)
+            H_tapes, C_tapes, h_tildes, s = self._read_fast(x, state, start)  # s: every layer's weights
         slot_ids = torch.arange(S0 + T, device=x.device)
         memory_mask = (slot_ids >= (S0 - n0).unsqueeze(1)) & (slot_ids < (S0 + lengths).unsqueeze(1))  # (B, S)
         carried = self._carry(state, H_tapes, C_tapes, h_tildes, lengths, uniform=start is None)
@@ -301,26 +303,28 @@ class LSTMNReader(nn.Module):
             memory=H_tapes[-1],  # (B, S0 + T, H)
             memory_mask=memory_mask,
             state=carried,
-            attention=s if return_attention else None,
+            attention=s[-1] if return_attention else None,
+            layer_attention=s if return_attention and len(s) > 1 else None,  # a deep LSTMN: every layer's s^t
         )
 
     def _read_fast(self, x: Tensor, state: dict, start: Tensor | None):
-        """Every layer over the whole batch: tapes (B, S0 + T, H) and h~ (B, T, H) per layer, and the
-        top layer's attention weights (B, T, S0 + T)."""
+        """Every layer over the whole batch: tapes (B, S0 + T, H), h~ (B, T, H) and the attention weights
+        (B, T, S0 + T), one of each per layer."""
         S0 = state["h"].size(2)
         inp, lower_h = x, None
-        H_tapes, C_tapes, h_tildes = [], [], []
+        H_tapes, C_tapes, h_tildes, weights = [], [], [], []
         for k, layer in enumerate(self.layers):
             H_tape, C_tape, h_tilde, s = layer(inp, lower_h, state["h"][k], state["c"][k], state["h_tilde"][k],
                                                start, self.cfg.span, self.cfg.tape_start == "zero_slot", self.backend)
             H_tapes.append(H_tape)
             C_tapes.append(C_tape)
             h_tildes.append(h_tilde)
+            weights.append(s)
             if k + 1 < len(self.layers):  # (3.3) input_{k+1} = input_k + output_k, output_k = h~^k
                 base = self.skip(inp) if k == 0 and self.skip is not None else inp
                 inp = base + self.drop(h_tilde)
                 lower_h = self.drop(H_tape[:, S0:]) if self.cfg.deep_attention else None
-        return H_tapes, C_tapes, h_tildes, s
+        return H_tapes, C_tapes, h_tildes, weights
 
     def _read_reference(self, x: Tensor, lengths: Tensor, state: dict):
         """``impl = "reference"``: what :meth:`_read_fast` returns, read one row and one token at a time
@@ -328,7 +332,7 @@ class LSTMNReader(nn.Module):
         B, T, _ = x.shape
         S0 = state["h"].size(2)
         H_tapes, C_tapes, h_tildes = [[] for _ in self.layers], [[] for _ in self.layers], [[] for _ in self.layers]
-        attention = []
+        attention = [[] for _ in self.layers]
         for b in range(B):
             n, n0 = int(lengths[b]), int(state["slots"][b])  # real tokens, real carried slots
             inp, lower_h = x[b, :n], None
@@ -340,13 +344,13 @@ class LSTMNReader(nn.Module):
                 H_tapes[k].append(F.pad(H_tape, (0, 0, S0 - n0, T - n)))
                 C_tapes[k].append(F.pad(C_tape, (0, 0, S0 - n0, T - n)))
                 h_tildes[k].append(F.pad(h_tilde, (0, 0, 0, T - n)))
+                attention[k].append(F.pad(s, (S0 - n0, T - n, 0, T - n)))
                 if k + 1 < len(self.layers):  # (3.3) input_{k+1} = input_k + output_k, output_k = h~^k
                     base = self.skip(inp) if k == 0 and self.skip is not None else inp
                     inp = base + self.drop(h_tilde)
                     lower_h = self.drop(H_tape[n0:]) if self.cfg.deep_attention else None
-            attention.append(F.pad(s, (S0 - n0, T - n, 0, T - n)))
         stack = lambda rows: [torch.stack(r) for r in rows]  # noqa: E731
-        return stack(H_tapes), stack(C_tapes), stack(h_tildes), torch.stack(attention)
+        return stack(H_tapes), stack(C_tapes), stack(h_tildes), stack(attention)
 
     def _carry(self, state, H_tapes, C_tapes, h_tildes, lengths, uniform) -> dict[str, Tensor]:
         """The last ``span`` real slots of every layer's tapes (all when span = 0), right-aligned."""

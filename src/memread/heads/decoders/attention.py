@@ -82,6 +82,11 @@ class AttentionLSTMDecoder(nn.Module):
         out = out.squeeze(1)
         return out, {**state, "lstm": lstm, "feed": out, "alpha": alpha.squeeze(1)}
 
+    @staticmethod
+    def step_trace(state: dict) -> dict[str, Tensor]:
+        """The weights of the step that gave ``state``: ``"source"`` a_t (B, S) over the source states."""
+        return {"source": state["alpha"]}
+
     def reorder(self, state: dict, index: Tensor) -> dict:
         h, c = state["lstm"]
         new = {k: v.index_select(0, index) for k, v in state.items() if k != "lstm"}

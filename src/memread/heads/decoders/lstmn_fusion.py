@@ -54,7 +54,10 @@ attends to nothing (``gamma~ = alpha~ = ctx = 0``).
 ``memory`` (B, T, H) the target hidden tape ``h_1 .. h_T`` with ``memory_mask`` the target mask,
 ``attention`` (B, T, S) the inter-attention weights ``p^t`` when asked for, and ``state`` the
 decoder state after the whole target (rows' tapes include their padded steps; for incremental
-decoding use :meth:`step`). ``dropout`` is applied to ``states`` only.
+decoding use :meth:`step`); when asked for attention the state also holds ``"intra_attention"``
+(B, T, T): row t the intra-attention ``s^t`` over the target slots ``0 .. t-1`` (slot i holds the
+decoder's input i; with the zero slot, the written slots' weights only). ``dropout`` is applied to
+``states`` only.
 
 **Fast path.** Everything that depends only on the target input is computed for all steps in one
 matmul (``W_x x_t``, the gates' input part, ``W_x_inter x_t`` and ``r_t``'s input part; shallow:
@@ -350,9 +353,11 @@ class LSTMNFusionDecoder(nn.Module):
 
     # ------------------------------------------------------------------ one step
 
-    def _advance(self, x_proj: Tensor, st: dict, w: dict, inplace: bool):
+    def _advance(self, x_proj: Tensor, st: dict, w: dict, inplace: bool, trace: list | None = None):
         """One target token: x_proj (B, P) its input-only projections -> h_t (B, H), the inter-attention
         p^t (B, S) and (shallow) ctx_t (B, Hs) or (deep) None; updates the dict ``st`` to the new state.
+        ``trace``: a list that gets the intra-attention s^t (B, n) over the written target slots appended
+        (read only: the same values either way).
 
         The target tapes are ``st["HC"]``, ``st["K"]`` (see :func:`_write`), or, in a teacher-forced
         reading under autograd, ``st["tape"]``: a :class:`_Tapes` and the token of its last write."""
@@ -372,11 +377,19 @@ class LSTMNFusionDecoder(nn.Module):
 
         def intra(query: Tensor) -> Tensor:  # (4)-(6): [h~_t | c~_t]  (B, 2H)
             if n == 0:  # (with the zero slot: all the weight on it, and its value is 0)
+                if trace is not None:
+                    trace.append(query.new_zeros(query.size(0), 0))
                 return query.new_zeros(query.size(0), 2 * H)
             if tape is not None:
+                if trace is not None:  # the weights _TapeRead computes inside, computed again as it does
+                    with torch.no_grad():
+                        a = torch.tanh(tape[0].K[:, :n] + query.unsqueeze(1)) @ self.v
+                        trace.append(_intra_weights(a, query, self.v, zero_slot)[0])
                 return _TapeRead.apply(tape[0], n, tape[1], query, self.v, zero_slot)
             a = torch.tanh(first(K) + query.unsqueeze(1)) @ self.v  # (4)  (B, n)
             s, _ = _intra_weights(a, query, self.v, zero_slot)  # (5)
+            if trace is not None:
+                trace.append(s)
             return torch.bmm(s.unsqueeze(1), first(HC)).squeeze(1)  # (6)
 
         if self.deep:
@@ -433,11 +446,21 @@ class LSTMNFusionDecoder(nn.Module):
         Costs O(S + t): the source keys and the target slots' keys are kept in the state. Under
         ``torch.no_grad()`` the tapes are written in place: the given state is consumed (step each
         state once; :meth:`reorder` copies). Under autograd they are concatenated (see "Fast path").
+        The new state holds this step's weights for inspection (:meth:`step_trace`).
         """
         w = self._weights()
         st = dict(state)
-        h_t, _, ctx = self._advance(self._project(y_t, w), st, w, not torch.is_grad_enabled())
+        intra: list = []
+        h_t, p, ctx = self._advance(self._project(y_t, w), st, w, not torch.is_grad_enabled(), intra)
+        st["attention"], st["intra_attention"] = p, intra[0]
         return self.drop(self._output(h_t, ctx)), st
+
+    @staticmethod
+    def step_trace(state: dict) -> dict[str, Tensor]:
+        """The weights of the step that gave ``state``: ``"source"`` the inter-attention p^t (B, S) over
+        the source slots, ``"target"`` the intra-attention s^t (B, t - 1) over the target slots written
+        before it (slot i: the decoder's input i, ``<s>`` first)."""
+        return {"source": state["attention"], "target": state["intra_attention"]}
 
     @float32_under_autocast
     def forward(self, y: Tensor, y_mask: Tensor | None, source_states: Tensor, source_cells: Tensor | None,
@@ -453,8 +476,9 @@ class LSTMNFusionDecoder(nn.Module):
         w = self._weights()
         proj = self._project(y, w)  # every input-only part, all steps  (B, T, P)
         hs, ctxs, ps = [], [], []
+        intra: list | None = [] if return_attention else None
         for x_proj in proj.unbind(1):  # (unbind: one backward op, not a slice's per step)
-            h_t, p, ctx = self._advance(x_proj, st, w, not recording)
+            h_t, p, ctx = self._advance(x_proj, st, w, not recording, intra)
             hs.append(h_t)
             ctxs.append(ctx)
             if return_attention:
@@ -464,6 +488,8 @@ class LSTMNFusionDecoder(nn.Module):
             st["HC"], st["K"] = _TapeView.apply(tapes, T, token)
         memory = torch.stack(hs, dim=1) if recording else st["HC"][:, :T, : self.cfg.hidden]  # (B, T, H)
         states = self._output(memory, None if self.deep else torch.stack(ctxs, dim=1))
+        if intra is not None:  # row t over the target slots 0 .. t - 1 (B, T, T)
+            st["intra_attention"] = torch.stack([F.pad(s_t, (0, T - s_t.size(1))) for s_t in intra], dim=1)
         return ReaderOutput(
             states=self.drop(states),
             memory=memory,

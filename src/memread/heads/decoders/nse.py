@@ -173,8 +173,14 @@ class NSEDecoder(nn.Module):
         W_co, W_cm = self.compose.weight.split([k, k], dim=1)
         c_o = F.linear(o_t, W_co, self.compose.bias)
         live = o_t.new_ones(o_t.size(0), 1)
-        h_t, _, state = self._compose_write(o_t, c_o, W_cm, live, {**state, "read": read})
-        return h_t, state
+        h_t, z_t, state = self._compose_write(o_t, c_o, W_cm, live, {**state, "read": read})
+        return h_t, {**state, "attention": z_t}  # z_t kept for inspection (step_trace)
+
+    @staticmethod
+    def step_trace(state: dict) -> dict[str, Tensor]:
+        """The weights of the step that gave ``state``: ``"source"`` the key z_t^n (B, S) over the shared
+        memory's slots (one per source word), which is also where the step erased and wrote (15)."""
+        return {"source": state["attention"]}
 
     def reorder(self, state: dict, index: Tensor) -> dict:
         h, c = state["read"]
