@@ -1,22 +1,22 @@
-"""LSTMN reader: shapes; the fast path equals the library's reference, equations (4)-(9) (and the
-deep variant of 3.3) read token by token (``impl = "reference"``), in float64, with padding, several
-layers, a span bound and a carried state; gradients equal the reference's and reach every parameter;
-one sequence alone equals the same sequence in a padded batch; token-by-token reading equals reading
-at once; a tiny LM learns. Both tape starts (``tape_start``: the paper's empty tape, the authors' code's
-zero slot) are checked against the reference, and the zero slot is shown to take attention weight and
-change the outputs from the second token on. (Shapes, gradients, padding and segments of every reader, this one
-included, are also checked by ``tests/test_reader_contract.py``.)
+"""LSTMN reader: what its state holds; what the tape start (``tape_start``: the paper's empty tape, the
+authors' code's zero slot) does to the attention, and that the zero slot takes weight and changes the
+outputs from the second token on; two segments with a carried state equal the reference
+(``impl = "reference"``, equations (4)-(9) and the deep variant of 3.3 read token by token) on the whole
+text, the attention over the carried slots included; the hand-written backward pass checked numerically
+through a carried state; token-by-token reading (``step``) equals reading at once; misuse is refused.
 
-The fast path has two implementations of its time loops, the compiled kernels and the Python
-fall-back: the tests that compare with the reference run on both (``backend``), and a float32
-test compares the two at sizes that exercise the compiled path's vector loops.
+The fast path has two implementations of its time loops, the compiled kernels and the Python Function
+loop (``backend``): the tests above that compare run on both, a float32 test compares the two at sizes
+that exercise the compiled path's vector loops, and two threads give what one gives. Shapes, gradients,
+padding, segments, the fast path against the reference with padding and gradients on both backends (one
+and three layers, E == H, a span, the zero slot), and a tiny run that learns are checked for every reader
+by ``tests/test_reader_contract.py``.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
-import math
 
 import pytest
 import torch
@@ -78,6 +78,10 @@ CASES = [
 ]
 
 
+def case_id(c):
+    return f"L{c['layers']}-span{c['span']}-deep{int(c['deep'])}"
+
+
 # ----------------------------------------------------------------------------- tests
 
 
@@ -103,76 +107,58 @@ def test_registry_and_shapes():
 
 
 @pytest.mark.parametrize("tape_start", TAPE_STARTS)
-@pytest.mark.parametrize("case", CASES, ids=lambda c: f"L{c['layers']}-span{c['span']}-deep{int(c['deep'])}")
-def test_fast_equals_reference_with_padding(case, tape_start, backend):
-    reader = make_reader(**case, tape_start=tape_start, backend=backend)
+@pytest.mark.parametrize("case", CASES, ids=case_id)
+def test_the_tape_start_decides_the_written_slots_weight(case, tape_start):
+    """With padding: padded slots are never attended; the written slots take all the weight from the second
+    token on with the paper's empty tape, and less than all of it (the rest is the zero slot's) with the
+    authors' zero slot; the state keeps the slots within the span. (That the attention, the outputs and the
+    state equal the reference's, on every backend, is ``tests/test_reader_contract.py``'s.)"""
+    reader = make_reader(**case, tape_start=tape_start)
     lengths = [7, 4, 1]
     x, mask = batch(lengths)
     out = reader(x, mask, return_attention=True)
-    ref = reference_of(reader)(x, mask, return_attention=True)  # each row alone, token by token
-    torch.testing.assert_close(out.states[mask], ref.states[mask], atol=1e-6, rtol=0)
-    torch.testing.assert_close(out.attention[mask], ref.attention[mask], atol=1e-6, rtol=0)
     for b, n in enumerate(lengths):
         assert not out.attention[b, :n, n:].any()  # padded slots are never attended
-        # the written slots' weights: all of it from the second token on (empty tape), or 1 - s_0 (zero slot)
         total = out.attention[b, 1:n].sum(-1)
         if tape_start == "empty":
             torch.testing.assert_close(total, torch.ones_like(total))
         else:
             assert bool(((total > 0) & (total < 1 - 1e-6)).all())
-    for key in ("h", "c", "h_tilde"):  # every layer's tapes and h~, as carried in the state
-        torch.testing.assert_close(out.state[key], ref.state[key], atol=1e-6, rtol=0, msg=key)
     assert out.state["slots"].tolist() == [min(n, case["span"]) if case["span"] else n for n in lengths]
 
 
-@pytest.mark.parametrize("case", CASES[1:4], ids=lambda c: f"L{c['layers']}-span{c['span']}-deep{int(c['deep'])}")
-def test_carried_state_equals_reading_at_once(case, backend):
-    """Two segments with a carried state give what the reference gives on the whole text,
-    also when rows have different lengths in either segment."""
-    reader = make_reader(**case, backend=backend)
+@pytest.mark.parametrize("tape_start", TAPE_STARTS)
+@pytest.mark.parametrize("case", CASES[1:4], ids=case_id)
+def test_carried_state_equals_reading_at_once(case, tape_start, backend):
+    """Two segments with a carried state give what the reference gives on the whole text, also when rows
+    have different lengths in either segment, the attention over the carried slots included; with the zero
+    slot the state means what it means with an empty tape (the written slots only), and the zero slot is in
+    reach of every token of every segment, beyond the span too."""
+    reader = make_reader(**case, tape_start=tape_start, backend=backend)
     len1, len2 = [5, 2, 5], [4, 4, 0]
     x1, m1 = batch(len1, seed=2)
     x2, m2 = batch(len2, T=4, seed=3)
     out1 = reader(x1, m1)
     out2 = reader(x2, m2, state=out1.state, return_attention=True)
+    assert out1.state["slots"].tolist() == [min(n, case["span"]) if case["span"] else n for n in len1]
     S0 = out1.state["h"].size(2)
     reference = reference_of(reader)
     for b in range(3):
         whole = torch.cat([x1[b, : len1[b]], x2[b, : len2[b]]])
-        out = reference(whole.unsqueeze(0), return_attention=True)  # the whole text at once, token by token
-        ref = {"states": out.states[0], "attention": out.attention[0]}
-        n1, n2 = len1[b], len2[b]
-        torch.testing.assert_close(out1.states[b, :n1], ref["states"][:n1], atol=1e-6, rtol=0)
-        torch.testing.assert_close(out2.states[b, :n2], ref["states"][n1:], atol=1e-6, rtol=0)
+        ref = reference(whole.unsqueeze(0), return_attention=True)  # the whole text at once, token by token
+        n1, n2, kept = len1[b], len2[b], int(out1.state["slots"][b])
+        torch.testing.assert_close(out1.states[b, :n1], ref.states[0, :n1], atol=1e-6, rtol=0)
+        torch.testing.assert_close(out2.states[b, :n2], ref.states[0, n1:], atol=1e-6, rtol=0)
         # attention in the second segment, mapped back to positions of the whole text
-        kept = int(out1.state["slots"][b])
         for t in range(n2):
             row = out2.attention[b, t]
             real = torch.cat([row[S0 - kept : S0], row[S0 : S0 + t]])
-            torch.testing.assert_close(real, ref["attention"][n1 + t, n1 - kept : n1 + t], atol=1e-6, rtol=0)
-            assert row.sum().item() == pytest.approx(1.0)
+            torch.testing.assert_close(real, ref.attention[0, n1 + t, n1 - kept : n1 + t], atol=1e-6, rtol=0)
+            if tape_start == "empty":
+                assert row.sum().item() == pytest.approx(1.0)
+            else:
+                assert 0 < row.sum().item() < 1  # the rest is the zero slot's
         assert out2.memory_mask[b].sum() == kept + n2
-
-
-@pytest.mark.parametrize("tape_start", TAPE_STARTS)
-def test_gradients_equal_the_reference_and_reach_every_parameter(tape_start, backend):
-    # E != H: a skip projection
-    reader = make_reader(layers=3, span=3, deep=True, input_size=3, tape_start=tape_start, backend=backend)
-    lengths = [6, 3]
-    x, mask = batch(lengths, input_size=3)
-    x.requires_grad_(True)
-    w = torch.randn(6, H, generator=torch.Generator().manual_seed(5), dtype=torch.float64)
-
-    out = reader(x, mask)
-    loss = sum((out.states[b, :n] * w[:n]).sum() for b, n in enumerate(lengths))
-    fast = torch.autograd.grad(loss, [x, *reader.parameters()])
-    reference = reference_of(reader)
-    loss_ref = sum((reference(x[b : b + 1, :n]).states[0] * w[:n]).sum() for b, n in enumerate(lengths))
-    ref = torch.autograd.grad(loss_ref, [x, *reference.parameters()])
-    names = ["x"] + [n for n, _ in reader.named_parameters()]
-    for name, g_fast, g_ref in zip(names, fast, ref):
-        torch.testing.assert_close(g_fast, g_ref, atol=1e-6, rtol=0, msg=name)
-        assert g_fast.abs().sum() > 0, f"{name} receives no gradient"
 
 
 @pytest.mark.parametrize("tape_start", TAPE_STARTS)
@@ -193,19 +179,6 @@ def test_gradcheck_through_a_carried_state(tape_start, backend):
         return out.states * m2.unsqueeze(-1), out.state["h"], out.state["c"]
 
     assert torch.autograd.gradcheck(f, (x2, *leaves), atol=1e-6)
-
-
-def test_single_sequence_equals_padded_batch(backend):
-    reader = make_reader(layers=2, span=0, deep=False, backend=backend)
-    x, mask = batch([6, 3, 5])
-    padded = reader(x, mask).states
-    for b, n in enumerate([6, 3, 5]):
-        alone = reader(x[b : b + 1, :n]).states
-        torch.testing.assert_close(padded[b, :n], alone[0], atol=1e-10, rtol=0)
-    # garbage in padded positions does not change real tokens
-    x2 = x.clone()
-    x2[~mask] = 1e3
-    torch.testing.assert_close(reader(x2, mask).states[mask], padded[mask], atol=1e-10, rtol=0)
 
 
 @pytest.mark.parametrize("span", [0, 2])
@@ -338,33 +311,6 @@ def test_the_backend_option_picks_the_time_loop(monkeypatch):
         make_reader().backend = "cuda"
 
 
-@pytest.mark.parametrize("case", CASES[1:4], ids=lambda c: f"L{c['layers']}-span{c['span']}-deep{int(c['deep'])}")
-def test_zero_slot_carried_state_equals_reading_at_once(case, backend):
-    """With the zero slot the state means what it means with an empty tape (the written slots only), and
-    two segments give what the reference gives on the whole text: the zero slot is in reach of every
-    token of every segment, beyond the span too."""
-    reader = make_reader(**case, tape_start="zero_slot", backend=backend)
-    len1, len2 = [5, 2, 5], [4, 4, 0]
-    x1, m1 = batch(len1, seed=2)
-    x2, m2 = batch(len2, T=4, seed=3)
-    out1 = reader(x1, m1)
-    out2 = reader(x2, m2, state=out1.state, return_attention=True)
-    assert out1.state["slots"].tolist() == [min(n, case["span"]) if case["span"] else n for n in len1]
-    S0 = out1.state["h"].size(2)
-    reference = reference_of(reader)
-    for b in range(3):
-        whole = torch.cat([x1[b, : len1[b]], x2[b, : len2[b]]])
-        ref = reference(whole.unsqueeze(0), return_attention=True)
-        n1, n2, kept = len1[b], len2[b], int(out1.state["slots"][b])
-        torch.testing.assert_close(out1.states[b, :n1], ref.states[0, :n1], atol=1e-6, rtol=0)
-        torch.testing.assert_close(out2.states[b, :n2], ref.states[0, n1:], atol=1e-6, rtol=0)
-        for t in range(n2):
-            row = out2.attention[b, t]
-            real = torch.cat([row[S0 - kept : S0], row[S0 : S0 + t]])
-            torch.testing.assert_close(real, ref.attention[0, n1 + t, n1 - kept : n1 + t], atol=1e-6, rtol=0)
-            assert 0 < row.sum().item() < 1  # the rest is the zero slot's
-
-
 def test_zero_slot_takes_attention_and_changes_the_outputs_from_the_second_token(backend):
     """The option is not ignored: the same parameters with an empty tape and with the zero slot give
     different attention from the first token on and different outputs from the second.
@@ -429,24 +375,3 @@ def test_unbounded_tape_is_refused_for_streams():
         build_reader(LSTMNConfig(hidden=0), 2)
 
 
-def test_tiny_lstmn_language_model_learns(tmp_path, monkeypatch):
-    from memread.config import TrainConfig, ExperimentConfig
-    from memread.experiment import start_run
-    from memread.criteria.lm import LMNLLConfig
-    from memread.data.pipelines.lm import StoriesTextConfig
-    from memread.heads.lm import LMHeadConfig
-
-    cfg = ExperimentConfig(
-        data=StoriesTextConfig(stories=60, bptt=20), reader=LSTMNConfig(hidden=32, span=20),
-        head=LMHeadConfig(emb=24), criterion=LMNLLConfig(),
-        train=TrainConfig(optimizer="adam", lr=1e-2, batch_size=16, eval_batch_size=16, epochs=100,
-                          max_steps=150, evals_per_epoch=1, log_every=1000, progress=False, seed=0),
-    )
-    trainer = start_run(cfg, tmp_path / "run", tmp_path)  # stories are generated: no data needed
-    from memread.training.loop import evaluate
-
-    start = evaluate(trainer.model, trainer.task, "valid", 16)["ppl"]
-    trainer.fit()
-    end = evaluate(trainer.model, trainer.task, "valid", 16)["ppl"]
-    print(f"valid ppl {start:.1f} -> {end:.1f}")
-    assert math.isfinite(end) and end < start / 3, (start, end)
