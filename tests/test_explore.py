@@ -35,11 +35,40 @@ FAMILIES = {
     "nse": ("jsonl-classify", {"name": "nse", "hidden": 6}, {"name": "mlp", "emb": 6, "mlp": 8}, {}),
     "iaa": ("jsonl-cloze", {"name": "gru", "hidden": 6}, {"name": "iaa", "emb": 6}, {}),
     "as_reader": ("jsonl-cloze", {"name": "gru", "hidden": 6}, {"name": "as_reader", "emb": 6}, {}),
+    # the other window language models, and a language model of sentences read alone
+    "kv": ("text", {"name": "kv", "hidden": 6, "window": 3}, {"name": "lm", "emb": 6}, {"bptt": 5}),
+    "kvp": ("text", {"name": "kvp", "hidden": 6, "window": 3}, {"name": "lm", "emb": 6}, {"bptt": 5}),
+    "rm": ("text", {"name": "rm", "hidden": 6, "window": 3}, {"name": "lm", "emb": 6}, {"bptt": 5}),
+    "sentence": ("text", {"name": "lstmn", "hidden": 6, "layers": 2}, {"name": "lm", "emb": 6}, {"context": "sentence"}),
+    # a deep LSTMN classifier; pairs: MMA-NSE (with attention), the LSTMN fusion decoders
+    "lstmn_classify": ("jsonl-classify", {"name": "lstmn", "hidden": 6, "layers": 2},
+                       {"name": "mlp", "emb": 6, "mlp": 8}, {}),
+    "mma": ("jsonl-pair", {"name": "nse", "hidden": 6}, {"name": "pair", "emb": 6, "mlp": 8, "encoder": "mma_attention"}, {}),
+    "deep_fusion": ("jsonl-pair", {"name": "lstmn", "hidden": 6, "layers": 2},
+                    {"name": "pair", "emb": 6, "mlp": 8, "encoder": "deep_fusion", "features": "concat", "pool": "mean"}, {}),
+    "shallow_fusion": ("jsonl-pair", {"name": "lstmn", "hidden": 6},
+                       {"name": "pair", "emb": 6, "mlp": 8, "encoder": "shallow_fusion", "features": "concat"}, {}),
+    # the hierarchical document reader, NSE at both levels
+    "document": ("jsonl-document", {"name": "nse", "hidden": 6},
+                 {"name": "hierarchical", "emb": 6, "doc_reader": "nse", "doc_hidden": 6}, {}),
+    # translation: each decoder
+    "attention_decoder": ("parallel", {"name": "lstm", "hidden": 6}, {"name": "attention_decoder", "emb": 6, "tgt_emb": 5}, {}),
+    "nse_decoder": ("parallel", {"name": "nse", "hidden": 6}, {"name": "nse_decoder", "emb": 6, "tgt_emb": 5}, {}),
+    "lstmn_deep": ("parallel", {"name": "lstmn", "hidden": 6, "layers": 2}, {"name": "lstmn_deep", "emb": 6, "tgt_emb": 5}, {}),
+    "lstmn_shallow": ("parallel", {"name": "lstmn", "hidden": 6}, {"name": "lstmn_shallow", "emb": 6, "tgt_emb": 5}, {}),
 }
+LM = ("lstmn", "window", "kv", "kvp", "rm", "sentence")
+PAIRS = ("mma", "deep_fusion", "shallow_fusion")
+TRANSLATION = ("attention_decoder", "nse_decoder", "lstmn_deep", "lstmn_shallow")
 LM_TEXT = "the cat sat on the mat\nthe big dog ran under the red rug\na cat"
 CLOZE = {"document": "the cat sat on the mat . the dog ran", "query": "the @blank sat on the mat",
          "candidates": ["cat", "dog"]}
-INPUTS = {"lstmn": LM_TEXT, "window": LM_TEXT, "nse": "the big cat sat good", "iaa": CLOZE, "as_reader": CLOZE}
+PAIR = {"premise": "the big cat sat on the mat", "hypothesis": "a cat sat"}
+DOCUMENT = {"sentences": ["the cat sat on the mat .", "a dog ran .", "the big red rug ."]}
+SOURCE = "the big cat sat on a mat"
+INPUTS = {**{f: LM_TEXT for f in LM}, "nse": "the big cat sat good", "lstmn_classify": "the big cat sat good",
+          "iaa": CLOZE, "as_reader": CLOZE, **{f: PAIR for f in PAIRS}, "document": DOCUMENT,
+          **{f: SOURCE for f in TRANSLATION}}
 
 
 def train_tiny(root: Path, family: str, steps: int = 3) -> Path:
@@ -53,13 +82,22 @@ def train_tiny(root: Path, family: str, steps: int = 3) -> Path:
     return root / "run"
 
 
+class Tiny(dict):
+    """Each family's tiny run, trained (a few steps) the first time a test asks for it."""
+
+    def __init__(self, factory):
+        super().__init__()
+        self.factory = factory
+
+    def __missing__(self, family: str):
+        root = self.factory.mktemp(family)
+        self[family] = memread.load(train_tiny(root, family), data_root=root)
+        return self[family]
+
+
 @pytest.fixture(scope="module")
 def models(tmp_path_factory):
-    out = {}
-    for family in FAMILIES:
-        root = tmp_path_factory.mktemp(family)
-        out[family] = memread.load(train_tiny(root, family), data_root=root)
-    return out
+    return Tiny(tmp_path_factory)
 
 
 # ----------------------------------------------------------------------------- checks against predict
@@ -84,51 +122,141 @@ def full_row(panel: dict, i: int) -> list[float]:
     return w
 
 
-def check_lm(panel: dict, result) -> None:
-    """A language model's matrix against the per-segment traces of ``predict``: every row keeps its mass,
-    and each weight on the segment's own tokens sits on that token's column."""
-    rows = [r for r in range(len(result.tokens) - 1)]  # a stream: every token but the last is read
-    assert panel["rows"] == [result.tokens[r] for r in rows]
-    assert panel["cols"][1:] == result.tokens
+def matrix_rows(panel: dict) -> list[list[float]]:
+    return [full_row(panel, i) for i in range(len(panel["rows"]))]
+
+
+def check_lm(panel: dict, result, segments: list | None = None) -> None:
+    """A language model's matrix against the per-segment traces of ``predict`` (``segments``: those of one
+    layer; default the top's): every row keeps its mass, and each weight on the segment's own tokens sits on
+    that token's column. A stream reads every token but the last; sentences read alone, every token but each
+    line's <eos>, and a row's weights stay within its own sentence (the empty column 0 aside)."""
+    sentences = result.tokens[0] == "<s>"
+    tokens = result.tokens
+    rows = [r for r, t in enumerate(tokens) if t != "<eos>"] if sentences else list(range(len(tokens) - 1))
+    assert panel["rows"] == [tokens[r] for r in rows]
+    assert panel["cols"][1:] == tokens and panel["rowCol"] == [1 + r for r in rows]
     k = 0
-    for seg in result.attention:
+    for seg in segments or result.attention:
         T, S = len(seg), len(seg[0])
         H = S - T
         for t in range(T):
             w = full_row(panel, k + t)
             assert sum(w) == pytest.approx(sum(seg[t]), abs=1e-4)
             for u in range(t + 1):  # the tokens of the segment read so far
-                assert w[1 + k + u] == pytest.approx(seg[t][H + u], abs=1e-5)
+                assert w[1 + rows[k + u]] == pytest.approx(seg[t][H + u], abs=1e-5)
+            if sentences:  # nothing outside the row's sentence: its <s> .. itself
+                start = max(i for i in range(rows[k + t] + 1) if tokens[i] == "<s>")
+                assert not any(w[1:1 + start]) and not any(w[2 + rows[k + t]:])
         k += T
     assert k == len(rows)
-    for (word, p), r, lp in zip(panel["next"], rows, result.logprobs):
-        assert word == result.tokens[r + 1] and p == pytest.approx(math.exp(lp), abs=1e-5)
-    assert all(top[0][1] >= p - 1e-6 for top, (_, p) in zip(panel["topk"], panel["next"]))
+    if segments is None:  # the top layer's panel: the next-word distributions too
+        for (word, p), r, lp in zip(panel["next"], rows, result.logprobs):
+            assert word == tokens[r + 1] and p == pytest.approx(math.exp(lp), abs=1e-5)
+        assert all(top[0][1] >= p - 1e-6 for top, (_, p) in zip(panel["topk"], panel["next"]))
+
+
+def check_layers(panels: dict, pid: str, layers: list) -> None:
+    """A deep LSTMN: one panel per layer (the top is ``pid``), each equal to that layer's (T, S) trace, stepped
+    together."""
+    L = len(layers)
+    ids = [f"{pid}-layer-{k + 1}" for k in range(L - 1)] + [pid]
+    assert L > 1 and all(i in panels for i in ids) and f"{pid}-layer-{L}" not in panels
+    for i, layer in zip(ids, layers):
+        assert close(matrix_rows(panels[i]), layer)
+        assert panels[i]["group"] == panels[pid]["group"]
+
+
+def check_bars(panel: dict, probabilities: dict) -> None:
+    assert dict(zip(panel["labels"], panel["values"])) == pytest.approx(probabilities, abs=1e-5)
 
 
 def check_view(family: str, view: dict, result) -> None:
     panels = {p["id"]: p for p in view["panels"]}
-    if family in ("lstmn", "window"):
-        assert len(result.attention) > 1  # several segments (bptt 5): the stitching is tested
+    if family in LM:
+        assert len(result.attention) > 1  # several segments (bptt 5, or sentences): the stitching is tested
         check_lm(panels["attention"], result)
+        if FAMILIES[family][1].get("layers", 1) > 1:  # a deep LSTMN: every layer, the top its attention
+            L = FAMILIES[family][1]["layers"]
+            assert all(len(seg) == L and seg[-1] == att for seg, att in zip(result.attention_layers, result.attention))
+            for k in range(L - 1):
+                check_lm(panels[f"attention-layer-{k + 1}"], result, [seg[k] for seg in result.attention_layers])
+            assert panels["attention-layer-1"]["group"] == panels["attention"]["group"]
+        else:
+            assert result.attention_layers is None and "attention-layer-1" not in panels
         assert view["summary"][0] == ["perplexity", pytest.approx(result.ppl, abs=1e-5)]
-    elif family == "nse":
+    elif family in ("nse", "lstmn_classify"):
         m = panels["attention"]
-        assert close([full_row(m, i) for i in range(len(m["rows"]))], result.attention)
-        assert m["writes"] and "z_t" in m["title"]
-        assert dict(zip(panels["probabilities"]["labels"], panels["probabilities"]["values"])) == \
-            pytest.approx(result.probabilities, abs=1e-5)
+        assert close(matrix_rows(m), result.attention)
+        if family == "nse":
+            assert m["writes"] and "z_t" in m["title"]
+        else:
+            check_layers(panels, "attention", result.attention_layers)
+        check_bars(panels["probabilities"], result.probabilities)
+    elif family in PAIRS:
+        trace = result.attention
+        first, second = PAIR["premise"].split(), PAIR["hypothesis"].split()
+        assert panels["first"]["rows"] == panels["first"]["cols"] == first
+        assert panels["second"]["rows"] == panels["second"]["cols"] == second
+        assert close(matrix_rows(panels["first"]), trace["first"])
+        assert close(matrix_rows(panels["second"]), trace["second"])
+        if family == "mma":  # the second NSE's own memory, and the first's memory apart
+            assert panels["second"]["writes"] and panels["second-shared-1"]["writes"]
+            assert panels["second-shared-1"]["rows"] == second and panels["second-shared-1"]["cols"] == first
+            assert close(matrix_rows(panels["second-shared-1"]), trace["second_shared"][0])
+            assert close(full_row(panels["pooling"], 0), trace["pooling"])
+        else:  # the fusion decoder: intra-attention over its tape and inter-attention over the first's
+            assert panels["inter"]["rows"] == second and panels["inter"]["cols"] == first
+            assert close(matrix_rows(panels["inter"]), trace["inter"])
+            assert panels["inter"]["group"] == panels["second"]["group"]
+            if family == "deep_fusion":
+                check_layers(panels, "first", trace["first_layers"])
+        check_bars(panels["probabilities"], result.probabilities)
+    elif family == "document":
+        trace = result.attention
+        sentences = [s.split() for s in DOCUMENT["sentences"]]
+        m = panels["sentences"]
+        assert m["rows"] == m["cols"] == [w for s in sentences for w in s] and m["writes"]
+        offset = 0
+        for sent, z in zip(sentences, trace["sentences"]):  # each sentence's block: its own memory
+            n = len(sent)
+            for t in range(n):
+                w = full_row(m, offset + t)
+                assert close(w[offset: offset + n], z[t][:n]) and not any(w[:offset]) and not any(w[offset + n:])
+            assert not any(x for row in z[n:] for x in row) and not any(x for row in z for x in row[n:])  # padding
+            offset += n
+        assert close(matrix_rows(panels["document"]), trace["document"]) and panels["document"]["writes"]
+        check_bars(panels["probabilities"], result.probabilities)
+        assert view["summary"][0] == ["rating", result.label]
+    elif family in TRANSLATION:
+        trace = result.attention
+        assert view["summary"][0] == ["translation", result.text]
+        m = panels["source"]
+        n = len(trace["source"])
+        assert n in (len(result.tokens), len(result.tokens) + 1)
+        assert m["rows"] == (result.tokens + ["</s>"])[:n] and m["cols"] == SOURCE.split()
+        assert close(matrix_rows(m), trace["source"])
+        if family.startswith("lstmn"):
+            assert close(matrix_rows(panels["target"]), trace["target"])
+            assert panels["target"]["cols"] == (["<s>"] + result.tokens)[:n]
+            assert close(matrix_rows(panels["encoder"]), trace["encoder"])
+            if family == "lstmn_deep":
+                check_layers(panels, "encoder", trace["encoder_layers"])
+        else:
+            assert "target" not in panels
+        if family == "nse_decoder":
+            assert m["writes"] and close(matrix_rows(panels["encoder"]), trace["encoder"])
     else:
         doc = panels["document"]
         steps = result.attention["document_steps"] if family == "iaa" else [result.attention]
-        assert close([full_row(doc, i) for i in range(len(doc["rows"]))], steps)
+        assert close(matrix_rows(doc), steps)
         if family == "iaa":
             q = panels["query"]
-            assert close([full_row(q, i) for i in range(len(q["rows"]))], result.attention["query_steps"])
+            assert close(matrix_rows(q), result.attention["query_steps"])
             assert steps[-1] == pytest.approx(result.attention["document"], abs=1e-6)
             assert doc["group"] == q["group"]
         bars = panels["candidates"]
-        assert dict(zip(bars["labels"], bars["values"])) == pytest.approx(result.probabilities, abs=1e-5)
+        check_bars(bars, result.probabilities)
         assert bars["highlight"] == result.answer == view["summary"][0][1]
 
 
@@ -138,6 +266,32 @@ def test_the_view_is_the_predictors_trace(models, family):
     view = build_view(model, INPUTS[family])
     json.dumps(view)  # plain JSON
     check_view(family, view, model.predict(INPUTS[family], attention=True))
+
+
+def outputs(result) -> dict:
+    """A prediction without its traces."""
+    return {k: v for k, v in vars(result).items() if not k.startswith("attention")}
+
+
+@pytest.mark.parametrize("family", list(FAMILIES))
+def test_tracing_changes_no_output(models, family):
+    model = models[family]
+    plain = model.predict(INPUTS[family])
+    traced = model.predict(INPUTS[family], attention=True)
+    assert plain.attention is None and traced.attention is not None
+    assert outputs(traced) == outputs(plain)  # the same numbers, exactly
+    if family in TRANSLATION:  # greedy decoding too
+        assert outputs(model.predict(SOURCE, attention=True, beam=1)) == outputs(model.predict(SOURCE, beam=1))
+
+
+def test_translation_views_follow_the_decoding(models):
+    model = models["lstmn_deep"]
+    greedy = build_view(model, SOURCE, beam=1)
+    assert greedy["summary"][1] == ["decoding", "greedy"]
+    check_view("lstmn_deep", greedy, model.predict(SOURCE, attention=True, beam=1))
+    for bad in (0, 21, "5", 2.5):
+        with pytest.raises(ExploreError, match="beam must be a whole number from 1"):
+            build_view(model, SOURCE, beam=bad)
 
 
 def test_window_readers_get_attention_by_position(models):
@@ -231,6 +385,8 @@ def test_server_refuses_other_origins_and_oversized_requests(server):
     status, body = post(server, {"input": {"txt": "x"}})
     assert status == 400 and "text" in json.loads(body)["error"]
     assert post(server, {"input": "the cat"}, Origin=f"http://localhost:{port}")[0] == 200
+    status, body = post(server, {"input": "the cat", "beam": 0})
+    assert status == 400 and json.loads(body)["error"].startswith("the beam must be a whole number from 1")
 
 
 # ----------------------------------------------------------------------------- --html
@@ -304,13 +460,23 @@ def browser():
     driver.quit()
 
 
+class Servers(dict):
+    """A server of each family's tiny run, started the first time a test asks for it."""
+
+    def __init__(self, models: Tiny):
+        super().__init__()
+        self.models = models
+
+    def __missing__(self, family: str):
+        srv = serve(self.models[family])
+        threading.Thread(target=srv.serve_forever, daemon=True).start()
+        self[family] = srv
+        return srv
+
+
 @pytest.fixture(scope="module")
 def servers(models):
-    started = {}
-    for family, model in models.items():
-        srv = serve(model)
-        threading.Thread(target=srv.serve_forever, daemon=True).start()
-        started[family] = srv
+    started = Servers(models)
     yield started
     for srv in started.values():
         srv.shutdown()
@@ -356,8 +522,15 @@ def shown_row(driver, panel: str) -> tuple[int, list[float]]:
         "return [+b.dataset.row, [...b.querySelectorAll('.tok')].map(s => +s.dataset.w)];")
 
 
+# one browser test per reader family (the rest are checked on the view's JSON above), and the panel whose drawing
+# is compared with the data
+IN_BROWSER = {"lstmn": "attention", "window": "attention", "nse": "attention", "iaa": "document",
+              "as_reader": "document", "kvp": "attention", "sentence": "attention-layer-1", "mma": "second-shared-1",
+              "deep_fusion": "inter", "document": "sentences", "lstmn_deep": "source", "nse_decoder": "source"}
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("family", list(FAMILIES))
+@pytest.mark.parametrize("family", list(IN_BROWSER))
 def test_the_page_shows_the_readers_real_numbers(browser, servers, models, family):
     open_page(browser, servers[family])
     assert console_errors(browser) == []
@@ -365,10 +538,36 @@ def test_the_page_shows_the_readers_real_numbers(browser, servers, models, famil
     view = browser.execute_script("return window.memreadState.view")
     result = models[family].predict(INPUTS[family], attention=True)
     check_view(family, view, result)  # the page's data is the reader's trace
-    panel = "document" if family in ("iaa", "as_reader") else "attention"
+    panel = IN_BROWSER[family]
     p = next(x for x in view["panels"] if x["id"] == panel)
     row, drawn = shown_row(browser, panel)
     assert drawn == pytest.approx(full_row(p, row), abs=1e-6)  # and what is drawn is that data
+    if p.get("group"):  # a step moves every panel of its group (the layers, the memories, source and target)
+        browser.execute_script(f"document.querySelector('#panel-{panel} button.next').click()")
+        grouped = [x["id"] for x in view["panels"] if x.get("group") == p["group"]]
+        assert len(grouped) > 1 and {shown_row(browser, g)[0] for g in grouped} == {min(row + 1, len(p["rows"]) - 1)}
+    assert console_errors(browser) == []
+
+
+@pytest.mark.slow
+def test_the_translation_page_decodes_greedy_or_with_a_beam(browser, servers, models):
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import Select
+
+    open_page(browser, servers["lstmn_deep"])
+    assert browser.find_element(By.ID, "beam-box").is_displayed()
+    Select(browser.find_element(By.ID, "beam")).select_by_value("1")
+    read_input(browser, SOURCE)
+    view = browser.execute_script("return window.memreadState.view")
+    assert view["summary"][1] == ["decoding", "greedy"]
+    check_view("lstmn_deep", view, models["lstmn_deep"].predict(SOURCE, attention=True, beam=1))
+    Select(browser.find_element(By.ID, "beam")).select_by_value("3")
+    read_input(browser, SOURCE)
+    view = browser.execute_script("return window.memreadState.view")
+    assert view["summary"][1] == ["decoding", "beam search, beam 3"]
+    check_view("lstmn_deep", view, models["lstmn_deep"].predict(SOURCE, attention=True, beam=3))
+    open_page(browser, servers["lstmn"])
+    assert not browser.find_element(By.ID, "beam-box").is_displayed()  # a language model has no decoding
     assert console_errors(browser) == []
 
 

@@ -99,7 +99,7 @@ def cmd_attention_span(args: argparse.Namespace) -> int:
 
 
 def add_explore(sub) -> None:
-    from memread.explore.view import MAX_TOKENS
+    from memread.explore.view import BEAM, MAX_BEAM, MAX_TOKENS
 
     p = sub.add_parser("explore", help="a local page (127.0.0.1) showing what a trained reader attends to in typed "
                        "text; --html: one self-contained file")
@@ -113,6 +113,8 @@ def add_explore(sub) -> None:
                    help="with --html: an input, a text or a JSON record (repeatable)")
     p.add_argument("--inputs", metavar="FILE",
                    help="with --html: a JSON-lines file of inputs, as memread predict reads")
+    p.add_argument("--beam", type=int, default=BEAM, choices=range(1, MAX_BEAM + 1), metavar=f"1..{MAX_BEAM}",
+                   help=f"a translation model's beam (default {BEAM}; 1 = greedy decoding); the page can change it")
     p.add_argument("--checkpoint", default="best", choices=["best", "last"])
     add_device(p)
     add_data_root(p)
@@ -144,12 +146,12 @@ def cmd_explore(args: argparse.Namespace) -> int:
         if not items:
             raise MemreadError("--html needs inputs: --text TEXT (repeatable) or --inputs FILE (JSON lines, as "
                                "memread predict reads them)")
-        out = write_html(predictor, items, Path(args.html), args.max_tokens)
+        out = write_html(predictor, items, Path(args.html), args.max_tokens, args.beam)
         print(json.dumps({"html": str(out), "inputs": len(items)}))
         return 0
     from memread.explore.server import serve
 
-    server = serve(predictor, args.port, args.split, args.max_tokens)
+    server = serve(predictor, args.port, args.split, args.max_tokens, args.beam)
     print(f"memread explore: {server.url}  ({predictor.kind} model {args.run_dir}; Ctrl-C stops)", flush=True)
     try:
         server.serve_forever()

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from memread.explore.server import asset
-from memread.explore.view import MAX_TOKENS, build_view, model_info
+from memread.explore.view import BEAM, MAX_TOKENS, build_view, model_info
 
 
 def _script_json(data: Any) -> str:
@@ -29,10 +29,10 @@ def page(model: dict, views: Sequence[dict]) -> str:
     return html
 
 
-def write_html(predictor, inputs: Sequence[Any], out: Path, max_tokens: int = MAX_TOKENS) -> Path:
-    """The views of ``inputs`` (strings or records) in one HTML file at ``out``."""
-    views = [build_view(predictor, item, max_tokens) for item in inputs]
+def write_html(predictor, inputs: Sequence[Any], out: Path, max_tokens: int = MAX_TOKENS, beam: int = BEAM) -> Path:
+    """The views of ``inputs`` (strings or records) in one HTML file at ``out`` (``beam``: a translation's)."""
+    views = [build_view(predictor, item, max_tokens, beam) for item in inputs]
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(page({**model_info(predictor), "max_tokens": max_tokens}, views), encoding="utf-8")
+    out.write_text(page({**model_info(predictor), "max_tokens": max_tokens, "beam": beam}, views), encoding="utf-8")
     return out

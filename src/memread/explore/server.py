@@ -3,9 +3,9 @@
 - ``GET /`` (and ``/explore.js``, ``/explore.css``): the page, from the package's ``static/`` folder;
 - ``GET /api/info``: the model (task, reader, head, token limit) and examples of a split in the task's
   record format;
-- ``POST /api/predict`` with ``{"input": TEXT_OR_RECORD}``: the view of
-  ``predictor.predict(input, attention=True)`` (:func:`memread.explore.view.build_view`), or
-  ``{"error": "one line"}`` with status 400.
+- ``POST /api/predict`` with ``{"input": TEXT_OR_RECORD}`` (and for a translation model optionally
+  ``"beam": K``, 1 = greedy): the view of ``predictor.predict(input, attention=True)``
+  (:func:`memread.explore.view.build_view`), or ``{"error": "one line"}`` with status 400.
 
 Requests from other origins are refused with 403: the ``Host`` header must name this server
 (``127.0.0.1:PORT`` or ``localhost:PORT``, which also stops DNS rebinding), an ``Origin`` header, when
@@ -24,7 +24,7 @@ from importlib import resources
 from typing import Any
 
 from memread.errors import MemreadError
-from memread.explore.view import MAX_TOKENS, build_view, example_records, model_info
+from memread.explore.view import BEAM, MAX_TOKENS, build_view, example_records, model_info
 
 MAX_BODY = 2 * 1024 * 1024  # bytes of one request (a paste far longer than MAX_TOKENS still gets its message)
 HOST = "127.0.0.1"
@@ -40,9 +40,11 @@ def asset(name: str) -> str:
 class ExploreServer(ThreadingHTTPServer):
     daemon_threads = True
 
-    def __init__(self, predictor, port: int = 0, split: str = "test", max_tokens: int = MAX_TOKENS, examples: int = 20):
+    def __init__(self, predictor, port: int = 0, split: str = "test", max_tokens: int = MAX_TOKENS, examples: int = 20,
+                 beam: int = BEAM):
         self.predictor = predictor
         self.max_tokens = max_tokens
+        self.beam = beam  # a translation's beam when a request names none
         self.lock = threading.Lock()  # one reading at a time: the model is not shared across threads
         self.split = split
         self.examples = example_records(predictor, split, examples)
@@ -59,9 +61,9 @@ class ExploreServer(ThreadingHTTPServer):
     def allowed_hosts(self) -> set[str]:
         return {f"127.0.0.1:{self.port}", f"localhost:{self.port}"}
 
-    def view(self, item: Any) -> dict:
+    def view(self, item: Any, beam: Any = None) -> dict:
         with self.lock:
-            return build_view(self.predictor, item, self.max_tokens)
+            return build_view(self.predictor, item, self.max_tokens, self.beam if beam is None else beam)
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -104,7 +106,7 @@ class Handler(BaseHTTPRequestHandler):
             return self._send(HTTPStatus.OK, asset(name).encode("utf-8"), ctype)
         if path == "/api/info":
             return self._json(HTTPStatus.OK, {"model": {**model_info(self.server.predictor),
-                                                        "max_tokens": self.server.max_tokens},
+                                                        "max_tokens": self.server.max_tokens, "beam": self.server.beam},
                                               "split": self.server.split, "examples": self.server.examples})
         return self._json(HTTPStatus.NOT_FOUND, {"error": f"no such page: {path}"})
 
@@ -132,12 +134,13 @@ class Handler(BaseHTTPRequestHandler):
         if not isinstance(body, dict) or "input" not in body:
             return self._json(HTTPStatus.BAD_REQUEST, {"error": 'send {"input": TEXT_OR_RECORD}'})
         try:
-            view = self.server.view(body["input"])
+            view = self.server.view(body["input"], body.get("beam"))
         except MemreadError as e:
             return self._json(HTTPStatus.BAD_REQUEST, {"error": str(e).splitlines()[0] if str(e) else "bad input"})
         return self._json(HTTPStatus.OK, view)
 
 
-def serve(predictor, port: int = 0, split: str = "test", max_tokens: int = MAX_TOKENS) -> ExploreServer:
-    """A server bound to 127.0.0.1 (``port`` 0: a free one), not yet serving: call ``serve_forever()``."""
-    return ExploreServer(predictor, port, split, max_tokens)
+def serve(predictor, port: int = 0, split: str = "test", max_tokens: int = MAX_TOKENS, beam: int = BEAM) -> ExploreServer:
+    """A server bound to 127.0.0.1 (``port`` 0: a free one), not yet serving: call ``serve_forever()``.
+    ``beam``: a translation model's beam when a request names none (1: greedy)."""
+    return ExploreServer(predictor, port, split, max_tokens, beam=beam)

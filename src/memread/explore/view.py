@@ -6,18 +6,28 @@ Everything here starts from ``predictor.predict(input, attention=True)`` (the on
 - a language model (:class:`TokenScores`): the per-segment traces (T, S) over ``[history ; segment]``
   are laid on the text's absolute positions, one row per token read (the token whose successor it
   predicts), with the next-word distribution (top-k) of each row and the average weight by distance
-  (Figure 3b of Daniluk et al., over the typed text);
-- a sentence encoder (classify, pair, document): its reader's (T, S) trace (the LSTMN's intra-attention
-  over its tape, NSE's read/write weights z_t over its memory slots), or the attention encoders' weights
-  over the first text;
+  (Figure 3b of Daniluk et al., over the typed text); a deep LSTMN gets a panel per layer, stepped together;
+  sentences read alone (``data.context = "sentence"``) are laid on ``<s> .. <eos>`` lines;
+- a sentence encoder (classify): its reader's (T, S) trace (the LSTMN's intra-attention over its tape, a
+  panel per layer, NSE's read/write weights z_t over its memory slots);
+- a pair: each text's reader, MMA-NSE's reads of the first text's memory by the second reader (each shared
+  memory apart from its own), the LSTMN fusion decoders' intra-attention over the second text's tape and
+  inter-attention over the first's, the attention encoders' weights over the first text;
+- a document (the hierarchical head): every sentence's reader over its own words (a block per sentence)
+  and the document reader over the sentences;
 - a cloze model (:class:`ClozeAnswer`): the document attention and, for IAA, the query and document
-  attention of every inference step, with the candidates' probabilities.
+  attention of every inference step, with the candidates' probabilities;
+- a translation (:class:`Translation`, greedy or beam search): the decoded output's attention over the
+  source (target x source), the LSTMN fusion decoders' intra-attention over their own tape, the NSE
+  decoder's reads and writes of the shared memory, and the encoder's own weights.
 
 A view is ``{"kind", "model", "input", "summary": [[name, value]..], "panels": [...], "notes": [...]}``.
 A ``matrix`` panel holds ``rows`` (labels), ``cols`` (labels) and ``cells``: one ``[first, [w..]]`` per
 row (the row's weights on columns ``first ..``; the rest are 0), so that a long text's band stays small,
 and for a language model a third number, the weight on column 0 (the empty history). ``rowCol[i]``: the
-column of row i's own token, where rows are tokens.
+column of row i's own token, where rows are tokens; ``group``: panels with the same group step together (a
+deep LSTMN's layers, a pair's second-text panels, a translation's target rows); ``writes``: NSE weights, which
+are also where each step erased and wrote.
 """
 
 from __future__ import annotations
@@ -26,11 +36,13 @@ import math
 from dataclasses import asdict
 from typing import Any
 
+from memread.data.pipelines.translation import BOS as TARGET_BOS, EOS as TARGET_EOS
 from memread.data.ptb import EOS
 from memread.data.records import record_options, tokenize
 from memread.errors import MemreadError
 
 MAX_TOKENS = 1000  # the longest input (in tokens, all fields together) the explorer reads
+BEAM, MAX_BEAM = 5, 20  # a translation's beam (memread predict's default), and the widest the explorer takes
 TOP_K = 5
 EMPTY = "\u2205"  # the column of the empty history (slots before the text or the line)
 DIGITS = 6  # weights are rounded to this many decimals in the view
@@ -204,6 +216,10 @@ def lm_top_k(predictor, example: Any, k: int = TOP_K) -> list[list[list]]:
     return out
 
 
+LM_WHAT = {"lstmn": "intra-attention over the tape (Figure 4 of Cheng et al.): row t is what token t attended to",
+           "rm": "attention over the memory of the last n words"}
+
+
 def lm_view(predictor, record: dict, result) -> dict:
     tokens = list(result.tokens)
     sentences = predictor._sentences
@@ -220,22 +236,29 @@ def lm_view(predictor, record: dict, result) -> dict:
     notes: list = []
     top = lm_top_k(predictor, predictor.example(record, "input"))
     next_words = [[tokens[r + 1], _r(math.exp(lp))] for r, lp in zip(rows, result.logprobs)]
+    labels, row_cols = [tokens[r] for r in rows], [1 + r for r in rows]
     if result.attention:
         cells = lm_cells(result.attention, rows, starts)
         reader = _reader_name(predictor)
-        what = {"lstmn": "intra-attention over the tape (Figure 4 of Cheng et al.): row t is what token t attended to",
-                "rm": "attention over the memory of the last n words",
-                }.get(reader, "window attention over the previous outputs (Daniluk et al.)")
-        panels.append(matrix("attention", f"{reader} {what}", [tokens[r] for r in rows], [EMPTY, *tokens], cells,
-                             arcs=True, rowAxis="token read", colAxis="attended to", rowCol=[1 + r for r in rows],
-                             topk=top[: len(rows)], next=next_words))
+        what = LM_WHAT.get(reader, "window attention over the previous outputs (Daniluk et al.)")
+        layers = result.attention_layers  # a deep LSTMN: per segment (L, T, S)
+        L = len(layers[0]) if layers else 1
+        where = f", layer {L} of {L} (top)" if L > 1 else ""
+        panels.append(matrix("attention", f"{reader} {what}{where}", labels, [EMPTY, *tokens], cells,
+                             arcs=True, rowAxis="token read", colAxis="attended to", rowCol=row_cols,
+                             topk=top[: len(rows)], next=next_words, **({"group": "tokens"} if L > 1 else {})))
+        for k in range(L - 1):
+            panels.append(matrix(f"attention-layer-{k + 1}", f"{reader} intra-attention over layer {k + 1}'s tape, "
+                                 f"layer {k + 1} of {L}", labels, [EMPTY, *tokens],
+                                 lm_cells([seg[k] for seg in layers], rows, starts), arcs=True, rowAxis="token read",
+                                 colAxis="attended to", rowCol=row_cols, group="tokens"))
         prof = by_position(cells, rows, starts, lm_span(predictor, cells, rows))
         if prof is not None:
-            panels.append(prof)
+            panels.insert(1, prof)
     else:
         notes.append("this model's reader returns no attention trace; the next-word distributions are shown")
-        panels.append(matrix("attention", "next-word distributions (no attention trace)", [tokens[r] for r in rows],
-                             [EMPTY, *tokens], [[r, []] for r in rows], arcs=False, rowCol=[1 + r for r in rows], topk=top[: len(rows)],
+        panels.append(matrix("attention", "next-word distributions (no attention trace)", labels,
+                             [EMPTY, *tokens], [[r, []] for r in rows], arcs=False, rowCol=row_cols, topk=top[: len(rows)],
                              next=next_words))
     return {"summary": summary, "panels": panels, "notes": notes, "tokens": tokens}
 
@@ -248,29 +271,44 @@ def _square(trace: Any) -> bool:
         isinstance(trace[0][0], (int, float))
 
 
-def encoder_panels(predictor, words: list[str], trace: Any, pid: str = "attention", what: str = "") -> list:
-    """A reader's (T, S) trace over one text (S = T: the LSTMN's tape, NSE's memory slots), or a vector (T)."""
-    reader = _reader_name(predictor)
+def _is_nse(name: str) -> bool:
+    return "nse" in name
+
+
+def square_panel(pid: str, title: str, rows: list[str], cols: list[str], trace: list, writes: bool = False,
+                 **extra) -> dict:
+    """A (T, S) trace over ``cols`` (the last S of them: carried or padded slots first), one row per word."""
+    T, S = len(trace), len(trace[0])
+    cols = cols[-S:] if S <= len(cols) else [""] * (S - len(cols)) + cols
+    return matrix(pid, title, rows[:T], cols, dense_cells(trace), arcs=True, rowAxis="step / word read",
+                  colAxis="slot", rowCol=[S - T + t for t in range(T)], **({"writes": True} if writes else {}), **extra)
+
+
+def reader_panels(pid: str, reader: str, words: list[str], trace: Any, layers: Any = None, what: str = "",
+                  group: str | None = None) -> list:
+    """A reader's own (T, S) trace over one text (S = T: the LSTMN's tape, NSE's memory slots, read and
+    written), a panel per layer for a deep LSTMN (``layers`` (L, T, S), the last the top), or a vector (T)."""
     if _square(trace):
-        T, S = len(trace), len(trace[0])
-        cols = words[-S:] if S <= len(words) else [""] * (S - len(words)) + words
-        if reader.startswith("nse") or "nse" in reader:
+        L = len(layers) if layers else 1
+        grouped = {"group": group or pid} if L > 1 or group else {}
+        if _is_nse(reader):
             title = (f"{what}NSE read weights z_t over the memory slots (slot i starts as word i); NSE writes "
                      f"where it reads: erase and write weights are z_t too, M_t = M_(t-1)(1 - z_t) + h_t z_t")
-            extra = {"writes": True}
-        else:
-            title = f"{what}{reader} intra-attention over the tape: row t is what word t attended to"
-            extra = {}
-        return [matrix(pid, title, words[:T], cols, dense_cells(trace), arcs=True, rowAxis="step / word read",
-                       colAxis="slot", rowCol=[S - T + t for t in range(T)], **extra)]
+            return [square_panel(pid, title, words, words, trace, writes=True, **grouped)]
+        where = f", layer {L} of {L} (top)" if L > 1 else ""
+        out = [square_panel(pid, f"{what}{reader} intra-attention over the tape: row t is what word t attended to"
+                                 f"{where}", words, words, trace, **grouped)]
+        for k in range(L - 1):
+            out.append(square_panel(f"{pid}-layer-{k + 1}", f"{what}{reader} intra-attention over layer {k + 1}'s "
+                                    f"tape, layer {k + 1} of {L}", words, words, layers[k], **grouped))
+        return out
     if isinstance(trace, list) and trace and isinstance(trace[0], (int, float)):
         return [matrix(pid, f"{what}attention over the words", ["summary"], words[: len(trace)],
                        [[0, [_r(x) for x in trace]]], arcs=False, rowAxis="", colAxis="word")]
     return []
 
 
-def classify_view(predictor, record: dict, result) -> dict:
-    ex = predictor.example(record, "input")
+def classify_summary(result) -> tuple[list, list]:
     summary: list = []
     if hasattr(result, "rating"):
         summary += [["rating", result.label], ["expected rating", _r(result.rating)]]
@@ -283,19 +321,99 @@ def classify_view(predictor, record: dict, result) -> dict:
     if probs:
         panels.append(bars("probabilities", "class probabilities", list(probs), list(probs.values()),
                            highlight=str(result.label)))
+    return summary, panels
+
+
+def _pair_names(predictor) -> tuple[str, str]:
+    """What the first and second texts of a pair are (the record's fields)."""
+    return ("answer", "question") if getattr(predictor.task.data, "outputs", 3) == 1 else ("premise", "hypothesis")
+
+
+def pair_panels(predictor, ex, trace: dict) -> list:
+    """A pair's trace (``PairEncoder.forward``): each text's reader, MMA-NSE's reads of the first text's memory
+    by the second (each shared memory apart from the own), the fusion decoders' inter-attention, the attention
+    encoders' pooling weights."""
+    first, second = list(ex.first), list(ex.second)
+    a, b = _pair_names(predictor)
+    reader = _reader_name(predictor)
+    encoder = getattr(getattr(predictor.cfg, "head", None), "encoder", "")
+    fusion = encoder in ("shallow_fusion", "deep_fusion")
+    panels = reader_panels("first", reader, first, trace.get("first"), trace.get("first_layers"), f"{a}: ", "first")
+    second_reader = f"LSTMN {encoder.replace('_', ' ')} decoder" if fusion else reader
+    panels += reader_panels("second", second_reader, second, trace.get("second"), trace.get("second_layers"),
+                            f"{b}: ", "second")
+    for n, z in enumerate(trace.get("second_shared") or []):
+        panels.append(matrix(f"second-shared-{n + 1}", f"{b} over the {a}'s memory (MMA-NSE shared memory {n + 1}, "
+                             f"apart from its own): z_t^{n + 1} over the {a}'s slots, also where step t erased and "
+                             f"wrote h_t (eq. 10, 15)", second[: len(z)], first[: len(z[0])] if z else [],
+                             dense_cells(z), arcs=False, rowAxis=f"{b} word read", colAxis=f"{a} slot",
+                             writes=True, group="second"))
+    if trace.get("inter") is not None:
+        z = trace["inter"]
+        kind = "deep fusion (eq. 10-12)" if encoder == "deep_fusion" else "shallow fusion (RNNSearch-style)"
+        panels.append(matrix("inter", f"{b} over the {a}: the decoder's inter-attention p^t over the {a}'s tape, "
+                             f"{kind}", second[: len(z)], first[: len(z[0])] if z else [], dense_cells(z), arcs=False,
+                             rowAxis=f"{b} word read", colAxis=f"{a} word", group="second"))
+    if trace.get("pooling") is not None:
+        w = trace["pooling"]
+        panels.append(matrix("pooling", f"the {a} summarised by attention with respect to the {b} (u = sum_t "
+                             f"alpha_t h_t)", ["summary"], first[: len(w)], [[0, [_r(x) for x in w]]], arcs=False,
+                             rowAxis="", colAxis=f"{a} word"))
+    return panels
+
+
+def document_panels(predictor, ex, trace: dict) -> list:
+    """The hierarchical reader's trace: every sentence's reader over its own words (one row per word, its
+    weights over its sentence's slots: a block per sentence), and the document reader over the sentences."""
+    sentences = [list(s) for s in ex.sentences]
+    reader = _reader_name(predictor)
+    doc_reader = getattr(getattr(predictor.cfg, "head", None), "doc_reader", "") or ""
+    panels: list = []
+    per = trace.get("sentences")
+    if per:
+        words, cells, row_cols, offset = [], [], [], 0
+        for sent, z in zip(sentences, per):
+            n = min(len(sent), len(z))
+            for t in range(n):
+                words.append(sent[t])
+                cells.append([offset, [_r(x) for x in z[t][:n]]])
+                row_cols.append(offset + t)
+            offset += n
+        cols = [w for sent, z in zip(sentences, per) for w in sent[: len(z)]]
+        what = ("NSE read weights z_t over its sentence's memory (slot i starts as word i), also where it erased and "
+                "wrote (M_t = M_(t-1)(1 - z_t) + h_t z_t)" if _is_nse(reader)
+                else f"{reader} intra-attention over its sentence's tape")
+        panels.append(matrix("sentences", f"sentence reader, each sentence read alone: {what}", words, cols, cells,
+                             arcs=True, rowAxis="word read", colAxis="slot", rowCol=row_cols,
+                             **({"writes": True} if _is_nse(reader) else {})))
+    doc = trace.get("document")
+    if doc:
+        labels = [f"s{i + 1}: " + " ".join(s[:4]) + (" \u2026" if len(s) > 4 else "") for i, s in enumerate(sentences)]
+        what = "document reader: "
+        panels += reader_panels("document", doc_reader, labels[: len(doc)], doc, trace.get("document_layers"),
+                                f"{what}over the sentences ({doc_reader}); ")
+    return panels
+
+
+def classify_view(predictor, record: dict, result) -> dict:
+    ex = predictor.example(record, "input")
+    summary, panels = classify_summary(result)
     notes: list = []
     trace = result.attention
     if hasattr(ex, "tokens"):
         words = list(ex.tokens)
-        attn = encoder_panels(predictor, words, trace)
-    elif hasattr(ex, "first"):  # a pair: the attention encoders' weights over the first text
-        words = list(ex.first)
-        attn = encoder_panels(predictor, words, trace, what="the first text: ")
+        attn = reader_panels("attention", _reader_name(predictor), words, trace, getattr(result, "attention_layers", None))
+    elif hasattr(ex, "first"):  # a pair: each text's reader and what the second read of the first
+        words = list(ex.first) + list(ex.second)
+        attn = pair_panels(predictor, ex, trace) if isinstance(trace, dict) else []
+    elif hasattr(ex, "sentences"):  # a document: the sentence reader and the document reader
+        words = [w for s in ex.sentences for w in s]
+        attn = document_panels(predictor, ex, trace) if isinstance(trace, dict) else []
     else:
         words, attn = [], []
     if not attn:
-        notes.append("this model returns no attention trace for its input (hierarchical and recurrent encoders, "
-                     "the MMA-NSE shared-memory reads); the prediction is shown")
+        notes.append("this model's readers return no attention trace for its input (recurrent encoders); the "
+                     "prediction is shown")
     return {"summary": summary, "panels": attn + panels, "notes": notes, "tokens": words}
 
 
@@ -328,10 +446,44 @@ def cloze_view(predictor, record: dict, result) -> dict:
     return {"summary": summary, "panels": panels, "notes": notes, "tokens": doc}
 
 
-def translate_view(predictor, record: dict, result) -> dict:
-    summary = [["translation", result.text]]
-    notes = ["the translation heads return no source-target attention yet: the decoded output is shown"]
-    return {"summary": summary, "panels": [], "notes": notes, "tokens": list(result.source)}
+# ----------------------------------------------------------------------------- translation
+
+SOURCE_WHAT = {
+    "attention_decoder": "the decoder's attention a_t over the source states (RNNSearch-style)",
+    "nse_decoder": ("the NSE decoder's reads z_t over the shared memory (the encoder's final memory, slot i starts as "
+                    "source word i); it erased and wrote h_t there too (eq. 10, 15)"),
+    "lstmn_shallow": "the decoder's inter-attention p^t over the source tape (shallow fusion)",
+    "lstmn_deep": "the decoder's inter-attention p^t over the source tapes (deep fusion, eq. 10-12)",
+}
+
+
+def translate_view(predictor, record: dict, result, beam: int) -> dict:
+    source, tokens = list(result.source), list(result.tokens)
+    head = _head_name(predictor)
+    summary = [["translation", result.text], ["decoding", "greedy" if beam == 1 else f"beam search, beam {beam}"]]
+    trace = result.attention or {}
+    panels: list = []
+    notes: list = []
+    src, tgt = trace.get("source"), trace.get("target")
+    if src:
+        rows = (tokens + [TARGET_EOS])[: len(src)]  # a row per decoded word, and the </s>'s where it ended so
+        extra = {**({"writes": True} if head == "nse_decoder" else {}), **({"group": "target"} if tgt else {})}
+        panels.append(matrix("source", f"target \u00d7 source: {SOURCE_WHAT.get(head, 'the decoder over the source')}; "
+                             f"row t is what the step that wrote word t read", rows, source[: len(src[0])],
+                             dense_cells(src), arcs=False, rowAxis="target word", colAxis="source word", **extra))
+        if tgt:
+            inputs = [TARGET_BOS, *tokens][: len(tgt)]
+            panels.append(matrix("target", "target \u00d7 target: the decoder's intra-attention over its own tape "
+                                 "(slot i holds its input i, <s> first); row t is what the step that wrote word t "
+                                 "attended to", rows, inputs, dense_cells(tgt), arcs=True, rowAxis="target word",
+                                 colAxis="decoder input", rowCol=list(range(len(rows))), group="target"))
+    else:
+        notes.append("this translation model returns no attention trace: the decoded output is shown")
+    enc = trace.get("encoder")
+    if enc:
+        panels += reader_panels("encoder", _reader_name(predictor), source, enc, trace.get("encoder_layers"),
+                                "the encoder over the source: ", "encoder")
+    return {"summary": summary, "panels": panels, "notes": notes, "tokens": source}
 
 
 # ----------------------------------------------------------------------------- the view
@@ -339,22 +491,26 @@ def translate_view(predictor, record: dict, result) -> dict:
 
 def model_info(predictor) -> dict:
     return {"kind": predictor.kind, "reader": _reader_name(predictor), "head": _head_name(predictor),
-            "source": predictor.source, "max_tokens": MAX_TOKENS}
+            "source": predictor.source, "max_tokens": MAX_TOKENS, "beam": BEAM, "max_beam": MAX_BEAM}
 
 
-def build_view(predictor, item: Any, max_tokens: int = MAX_TOKENS) -> dict:
-    """The view of one input (a string or a record), from ``predictor.predict(item, attention=True)``."""
+def build_view(predictor, item: Any, max_tokens: int = MAX_TOKENS, beam: int = BEAM) -> dict:
+    """The view of one input (a string or a record), from ``predictor.predict(item, attention=True)``;
+    ``beam``: a translation model's beam (1: greedy decoding)."""
+    if not isinstance(beam, int) or isinstance(beam, bool) or not 1 <= beam <= MAX_BEAM:
+        raise ExploreError(f"the beam must be a whole number from 1 (greedy) to {MAX_BEAM}, got {beam!r}")
     record, unknown = check_input(predictor, item, max_tokens)
-    result = predictor.predict(record, attention=True)
     kind = predictor.kind
-    if kind == "lm":
-        body = lm_view(predictor, record, result)
-    elif kind == "cloze":
-        body = cloze_view(predictor, record, result)
-    elif kind == "translate":
-        body = translate_view(predictor, record, result)
+    if kind == "translate":
+        body = translate_view(predictor, record, predictor.predict(record, attention=True, beam=beam), beam)
     else:
-        body = classify_view(predictor, record, result)
+        result = predictor.predict(record, attention=True)
+        if kind == "lm":
+            body = lm_view(predictor, record, result)
+        elif kind == "cloze":
+            body = cloze_view(predictor, record, result)
+        else:
+            body = classify_view(predictor, record, result)
     if unknown:
         body["notes"].insert(0, f"not in the model's vocabulary (read as <unk>): {' '.join(unknown[:20])}"
                                 + (" ..." if len(unknown) > 20 else ""))

@@ -229,6 +229,14 @@
   function showModel(info) {
     $("model").textContent = `${info.kind} \u00b7 reader ${info.reader || "-"} \u00b7 head ${info.head || "-"} \u00b7 ${info.source}`;
     $("limit").textContent = `at most ${info.max_tokens} tokens`;
+    if (info.kind === "translate") {  // greedy or beam search: the decoded output's attention either way
+      const sel = $("beam");
+      if (![...sel.options].some((o) => +o.value === info.beam)) {
+        const o = el("option", null, `beam ${info.beam}`); o.value = info.beam; sel.appendChild(o);
+      }
+      sel.value = String(info.beam);
+      $("beam-box").hidden = false;
+    }
   }
 
   // ---------------------------------------------------------------- the server's page
@@ -250,7 +258,9 @@
     $("busy").hidden = false; $("submit").disabled = true; message("");
     try {
       const r = await fetch("api/predict", {
-        method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify({ input: parsed.input }),
+        method: "POST", headers: { "Content-Type": "application/json" },
+        body: JSON.stringify(state.info && state.info.kind === "translate"
+          ? { input: parsed.input, beam: +$("beam").value } : { input: parsed.input }),
       });
       const data = await r.json().catch(() => ({ error: `the server answered ${r.status}` }));
       if (!r.ok || data.error) { message(data.error || `the server answered ${r.status}`, true); return; }
