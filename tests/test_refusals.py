@@ -142,19 +142,36 @@ def test_flags_out_of_range_are_one_line_before_any_work(trained, tmp_path, caps
     (tmp_path / "in.jsonl").write_text('{"text": "the cat"}\n')
     inputs = str(tmp_path / "in.jsonl")
     cases = [  # each was a traceback (RuntimeError: negative dimension, NaN probabilities) or matplotlib's ValueError
-        (["eval", str(trained), "--batch-size", "-3"], "--batch-size must be at least 0"),
-        (["match-params", "kvp", "--vocab", "-5"], "--vocab must be at least 1, got -5"),
+        (["eval", str(trained), "--batch-size", "-3"], "eval: argument --batch-size: must be at least 0, got -3"),
+        (["match-params", "kvp", "--vocab", "-5"], "argument --vocab: must be at least 1, got -5"),
         (["predict", str(trained), inputs, "--generate", "3", "--sample", "--temperature", "nan"],
-         "--temperature must be a number greater than 0, got nan"),
-        (["predict", str(trained), inputs, "--generate", "3", "--temperature", "-1"], "--temperature must be"),
+         "argument --temperature: must be a finite number greater than 0, got nan"),
+        (["predict", str(trained), inputs, "--generate", "3", "--temperature", "-1"], "--temperature: must be"),
         (["predict", str(trained), inputs, "--generate", "100000"], "--generate must be in [0, 10000]"),
-        (["predict", str(trained), inputs, "--batch-size", "0"], "--batch-size must be at least 1"),
+        (["predict", str(trained), inputs, "--batch-size", "0"], "--batch-size: must be at least 1, got 0"),
         (["curves", str(trained), "--out", str(tmp_path / "x.pt")], "matplotlib writes no .pt pictures"),
+        # each a traceback or a silent acceptance before the flags were typed (memread.cli.common.whole / real)
+        (["compare", str(trained), str(trained), "--batch-size", "-1"], "compare: argument --batch-size: must be "
+         "at least 0, got -1 (`memread compare --help` shows the usage)"),
+        (["compare", str(trained), str(trained), "--resamples", "0"], "--resamples: must be at least 1, got 0"),
+        (["compare", str(trained), str(trained), "--confidence", "1"], "--confidence: must be a finite number "
+         "greater than 0 and less than 1, got 1"),
+        (["compare", str(trained), str(trained), "--paper-value", "inf"], "--paper-value: must be a finite number"),
+        (["ensemble", str(trained), "--batch-size", "-2"], "ensemble: argument --batch-size: must be at least 0"),
+        (["quickstart", "--steps", "0", "--out", str(tmp_path / "q")], "--steps: must be at least 1, got 0"),
+        (["data", "stories", str(tmp_path / "s"), "--seed", "-1"], "data stories: argument --seed: must be from 0 "
+         "to 4294967295, got -1"),
+        (["data", "stories", str(tmp_path / "s"), "-n", "0"], "argument -n: must be at least 1, got 0"),
+        (["data", "cloze", str(tmp_path / "book.txt"), "--out", str(tmp_path / "c"), "--stride", "0"],
+         "argument --stride: must be at least 1, got 0"),
+        (["predict", str(trained), inputs, "--batch-size", "x"], "argument --batch-size: 'x' is not a whole number"),
+        (["train", "--nproc", "0", "x.toml"], "train: argument --nproc: must be at least 1, got 0"),
+        (["reproduce", "lstmn-t1-lstm", "--seeds", "0"], "reproduce: argument --seeds: must be at least 1, got 0"),
     ]
     for argv, message in cases:
         line = refused(capsys, trained, *argv)
         assert message in line, (argv, line)
-    assert not (tmp_path / "x.pt").exists()
+    assert not (tmp_path / "x.pt").exists() and not (tmp_path / "q").exists() and not (tmp_path / "s").exists()
 
 
 # --------------------------------------------------------------------------- memread predict's input
@@ -292,3 +309,30 @@ def test_a_process_that_fails_under_torchrun_is_one_line_without_torchruns_repor
     assert done.returncode == 2 and len(lines) == 1, done.stderr  # was ~50 lines: Failures, Root Cause, W/E logs
     assert lines[0].startswith("memread: error:") and "already holds a run" in lines[0], lines
     assert saved(run) == before
+
+
+# --------------------------------------------------------------------------- output cut short, pictures named
+
+
+@pytest.mark.slow
+def test_a_reader_that_leaves_the_pipe_early_gets_no_error_line():
+    """`memread reproduce list --long | head -1`: the verb's output stops where the reader left, silently, status
+    141 (128 + SIGPIPE, as a shell reports it); it was ``memread: error: : Broken pipe``."""
+    import subprocess
+    import sys
+
+    from conftest import REPO, subprocess_env
+
+    proc = subprocess.Popen([sys.executable, "-m", "memread", "reproduce", "list", "--long"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, env=subprocess_env(), cwd=REPO)
+    assert proc.stdout.readline().startswith(b"row id")
+    proc.stdout.close()  # the listing (~240 kB, a line at a time) is more than the pipe holds: a write finds no reader
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=120) == 141 and err == "", err
+
+
+def test_a_picture_named_without_a_suffix_is_written_as_png_and_said_so(trained, tmp_path, capsys):
+    code, err = run_cli(capsys, "curves", str(trained), "--out", str(tmp_path / "curve"))
+    assert code == 0, err
+    assert (tmp_path / "curve.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and not (tmp_path / "curve").exists()
+    assert f"wrote {tmp_path / 'curve.png'}" in err

@@ -49,10 +49,21 @@ PARSERS = (quickstart.add_quickstart, train.add_train, predict.add_export, predi
            reproduce.add_reproduce, config.add_config)
 
 
+class Parser(argparse.ArgumentParser):
+    """argparse's parser whose errors (a flag out of its range, an unknown flag, a missing argument) are one line
+    ``memread: error: ...`` like every other refusal, naming the verb's ``--help``, and exit status 2; the verbs'
+    parsers are of this class too (``add_subparsers`` makes them so)."""
+
+    def error(self, message: str):
+        verb = self.prog.removeprefix("memread").strip()  # "compare", "data stories"; "" for memread itself
+        self.exit(2, f"memread: error: {verb + ': ' if verb else ''}{message} (`{self.prog} --help` shows the "
+                     f"usage)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
     from memread import __version__
 
-    parser = argparse.ArgumentParser(prog="memread", description="Memory-augmented neural readers.")
+    parser = Parser(prog="memread", description="Memory-augmented neural readers.")
     parser.add_argument("--version", action="version", version=f"memread {__version__}")
     parser.add_argument("--debug", action="store_true", help="show the traceback of an error (also: MEMREAD_DEBUG=1)")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -71,6 +82,10 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:  # while its modules load
         print("\nmemread: interrupted", file=sys.stderr)
         return 130
+    except SystemExit as e:  # --help and --version end here (0); a refused flag is its status (2), returned
+        if e.code in (0, None):
+            raise
+        return e.code
     debug = args.debug or os.environ.get("MEMREAD_DEBUG", "") not in ("", "0")
     if os.environ.get("RANK", "0") != "0" and not debug:  # under torchrun process 0 speaks for all: one line, not N
         sys.stderr = open(os.devnull, "w")
@@ -89,6 +104,12 @@ def main(argv: list[str] | None = None) -> int:
         if os.environ.get("RANK", "0") != "0":  # torchrun: let process 0 say it and end first (the rest are stopped)
             time.sleep(2)
         return 2
+    except BrokenPipeError:  # the reader of the output left (`memread reproduce list | head`): no message
+        if debug:
+            raise
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())  # the interpreter's last flush goes nowhere instead of raising again
+        return 141  # 128 + SIGPIPE, as a shell reports a command a closed pipe ended
     except OSError as e:  # a file the run or the data root cannot read or write
         if debug:
             raise

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from memread.cli.common import add_device, at_least, model_device
+from memread.cli.common import add_device, at_least, model_device, whole
 from memread.errors import MemreadError
 
 
@@ -15,13 +15,13 @@ def add_bench(sub) -> None:
 
     p = sub.add_parser("bench", help="training tokens/s of a reader against torch's fused nn.LSTM")
     p.add_argument("reader")
-    p.add_argument("--batch", type=int, default=TOKEN_FLAGS["batch"])
-    p.add_argument("--steps", type=int, default=TOKEN_FLAGS["steps"], help="sequence length (time steps)")
-    p.add_argument("--emb", type=int, default=TOKEN_FLAGS["emb"])
-    p.add_argument("--hidden", type=int, default=TOKEN_FLAGS["hidden"])
-    p.add_argument("--vocab", type=int, default=TOKEN_FLAGS["vocab"],
+    p.add_argument("--batch", type=whole(1), default=TOKEN_FLAGS["batch"])
+    p.add_argument("--steps", type=whole(1), default=TOKEN_FLAGS["steps"], help="sequence length (time steps)")
+    p.add_argument("--emb", type=whole(1), default=TOKEN_FLAGS["emb"])
+    p.add_argument("--hidden", type=whole(1), default=TOKEN_FLAGS["hidden"])
+    p.add_argument("--vocab", type=whole(1), default=TOKEN_FLAGS["vocab"],
                    help="0: reader alone; N: whole LM with an N-word softmax")
-    p.add_argument("--repeats", type=int, default=TOKEN_FLAGS["repeats"])
+    p.add_argument("--repeats", type=whole(1), default=TOKEN_FLAGS["repeats"])
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="reader config value")
     p.add_argument("--match-params", action="store_true",
                    help="choose the reader's hidden size so its model (the LM with --vocab) "
@@ -58,9 +58,9 @@ def add_match_params(sub) -> None:
     p = sub.add_parser("match-params",
                        help="the reader's hidden size whose LM has the parameter count of the baseline LM")
     p.add_argument("reader")
-    p.add_argument("--vocab", type=int, required=True, help="vocabulary size (PTB in memread: 10001)")
-    p.add_argument("--emb", type=int, default=300, help="word embedding size w")
-    p.add_argument("--hidden", type=int, default=300, help="the baseline's hidden size")
+    p.add_argument("--vocab", type=whole(1), required=True, help="vocabulary size (PTB in memread: 10001)")
+    p.add_argument("--emb", type=whole(1), default=300, help="word embedding size w")
+    p.add_argument("--hidden", type=whole(1), default=300, help="the baseline's hidden size")
     p.add_argument("--baseline", default="doc_lstm", help="baseline reader (default doc_lstm)")
     p.add_argument("--tie-weights", action="store_true")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="reader config value, e.g. window=5")

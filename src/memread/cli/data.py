@@ -6,7 +6,7 @@ import argparse
 import json
 from pathlib import Path
 
-from memread.cli.common import add_data_root
+from memread.cli.common import SEED, add_data_root, whole
 
 
 def add_data(sub) -> None:
@@ -28,16 +28,16 @@ def add_data(sub) -> None:
     add_data_root(d)
     d = dsub.add_parser("stories", help="write the built-in stories")
     d.add_argument("out_dir")
-    d.add_argument("-n", type=int, default=4000, help="training stories (valid and test get a tenth each)")
-    d.add_argument("--seed", type=int, default=0)
+    d.add_argument("-n", type=whole(1), default=4000, help="training stories (valid and test get a tenth each)")
+    d.add_argument("--seed", type=SEED, default=0)
     d = dsub.add_parser("cloze", help="cloze questions from raw books by the CBT recipe, split by book")
     d.add_argument("books", nargs="+", help="raw text books (.txt or .txt.gz), or CBT raw-book files")
     d.add_argument("--out", required=True, help="folder for cloze_{CLASS}_{split}.txt and manifest.json")
     d.add_argument("--valid-books", required=True, help="comma-separated book names (file names without .txt/.gz)")
     d.add_argument("--test-books", required=True, help="comma-separated book names; no test book is used for training")
     d.add_argument("--classes", default="NE,P", help="word classes: NE and P without a tagger; CN and V need --tagger")
-    d.add_argument("--stride", type=int, default=1, help="sentences between consecutive 21-sentence windows")
-    d.add_argument("--seed", type=int, default=0)
+    d.add_argument("--stride", type=whole(1), default=1, help="sentences between consecutive 21-sentence windows")
+    d.add_argument("--seed", type=SEED, default=0)
     d.add_argument("--tagger", choices=["none", "spacy"], default="none", help="spacy: Penn tags from spaCy (optional)")
     p.set_defaults(func=cmd_data)
 

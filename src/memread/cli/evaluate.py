@@ -10,7 +10,7 @@ import sys
 import time
 from pathlib import Path
 
-from memread.cli.common import add_data_root, add_device, at_least, model_device, trained_lm
+from memread.cli.common import SEED, add_data_root, add_device, at_least, model_device, real, trained_lm, whole
 from memread.cli.reproduce import reproduction
 
 
@@ -19,7 +19,7 @@ def add_eval(sub) -> None:
     p.add_argument("run_dir")
     p.add_argument("--split", default="test", choices=["train", "valid", "test"])
     p.add_argument("--checkpoint", default="best", choices=["best", "last"])
-    p.add_argument("--batch-size", type=int, default=0)
+    p.add_argument("--batch-size", type=whole(0), default=0)
     p.add_argument("--context", choices=["stream", "sentence"], default=None,
                    help="a language model: read the split as one stream or each sentence alone, whichever protocol "
                         "it was trained in (default: its own)")
@@ -56,17 +56,17 @@ def add_compare(sub) -> None:
     p.add_argument("--split", default="test", choices=["train", "valid", "test"])
     p.add_argument("--checkpoint", default="best", choices=["best", "last"])
     p.add_argument("--metric", default=None, help="default: the criterion's selection metric (ppl, accuracy, map)")
-    p.add_argument("--batch-size", type=int, default=0,
+    p.add_argument("--batch-size", type=whole(0), default=0,
                    help="the same for both runs (default: run A's eval batch size)")
-    p.add_argument("--resamples", type=int, default=10_000)
-    p.add_argument("--confidence", type=float, default=0.95)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--seeds", type=int, default=0, metavar="N",
+    p.add_argument("--resamples", type=whole(1), default=10_000)
+    p.add_argument("--confidence", type=real(0, 1, above=True, below=True), default=0.95)
+    p.add_argument("--seed", type=SEED, default=0)
+    p.add_argument("--seeds", type=whole(0), default=0, metavar="N",
                    help="RUN_A and RUN_B hold seed1 .. seedN (as memread reproduce writes them): per-seed paired "
                         "tests, the paired test of the seeds pooled, and Welch's t-test of the seeds' values")
     p.add_argument("--record", metavar="EXPERIMENT", default=None,
                    help="append the difference and its tests to the results file as this experiment")
-    p.add_argument("--paper-value", type=float, default=None, help="with --record: the paper's difference A - B")
+    p.add_argument("--paper-value", type=real(), default=None, help="with --record: the paper's difference A - B")
     p.add_argument("--results", default=None,
                    help="with --record: the results file (default: $MEMREAD_RESULTS, else results/results.jsonl)")
     add_data_root(p)
@@ -139,7 +139,7 @@ def add_ensemble(sub) -> None:
     p.add_argument("run_dirs", nargs="+")
     p.add_argument("--split", default="test", choices=["train", "valid", "test"])
     p.add_argument("--checkpoint", default="best", choices=["best", "last"])
-    p.add_argument("--batch-size", type=int, default=0)
+    p.add_argument("--batch-size", type=whole(0), default=0)
     add_device(p)
     add_data_root(p)
     p.set_defaults(func=cmd_ensemble)
@@ -161,8 +161,8 @@ def add_cbt_lm(sub) -> None:
     p.add_argument("run_dir")
     p.add_argument("files", nargs="+", help="CBT-format files (cbtest_NE_test_2500ex.txt, memread cloze sets, ...)")
     p.add_argument("--checkpoint", default="best", choices=["best", "last"])
-    p.add_argument("--context-lines", type=int, default=20, help="required context lines per question (0: any)")
-    p.add_argument("--questions-per-batch", type=int, default=8)
+    p.add_argument("--context-lines", type=whole(0), default=20, help="required context lines per question (0: any)")
+    p.add_argument("--questions-per-batch", type=whole(1), default=8)
     add_device(p)
     add_data_root(p)
     p.set_defaults(func=cmd_cbt_lm)

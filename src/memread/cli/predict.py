@@ -8,7 +8,7 @@ import json
 import sys
 from pathlib import Path
 
-from memread.cli.common import add_data_root, add_device, at_least, beside, model_device
+from memread.cli.common import SEED, add_data_root, add_device, at_least, beside, model_device, real, whole
 from memread.errors import MemreadError
 
 
@@ -49,19 +49,19 @@ def add_predict(sub) -> None:
     p.add_argument("input", nargs="?", default="-", help="JSON-lines file of inputs ('-' or none: stdin); formats in "
                    "memread.data.records: {\"text\": ...} (lm, classify, document), {\"premise\", \"hypothesis\"}, "
                    "{\"question\", \"answer\"}, {\"document\", \"query\", \"candidates\"}, {\"source\": ...}")
-    p.add_argument("--batch-size", type=int, default=32)
+    p.add_argument("--batch-size", type=whole(1), default=32)
     p.add_argument("--checkpoint", default="best", choices=["best", "last"])
     p.add_argument("--attention", action="store_true", help="add the model's attention trace where its reader has one")
-    p.add_argument("--generate", type=int, default=0, metavar="N",
+    p.add_argument("--generate", type=whole(0), default=0, metavar="N",
                    help=f"language models: continue each text by N tokens (its words, as generate(text) reads "
                         f"them; at most {MAX_GENERATE:,})")
     p.add_argument("--sample", action="store_true", help="with --generate: sample instead of the most probable token")
-    p.add_argument("--temperature", type=float, default=1.0)
-    p.add_argument("--seed", type=int, default=None,
+    p.add_argument("--temperature", type=real(0, above=True), default=1.0)
+    p.add_argument("--seed", type=SEED, default=None,
                    help="with --sample: a repeatable draw, the same as memread.load(RUN).generate(text, seed=SEED)")
-    p.add_argument("--beam", type=int, default=5, help="translation: beam size")
-    p.add_argument("--alpha", type=float, default=1.0, help="translation: length normalisation")
-    p.add_argument("--max-len", type=int, default=50, help="translation: at most this many target words")
+    p.add_argument("--beam", type=whole(1), default=5, help="translation: beam size")
+    p.add_argument("--alpha", type=real(0), default=1.0, help="translation: length normalisation")
+    p.add_argument("--max-len", type=whole(1), default=50, help="translation: at most this many target words")
     add_device(p)
     add_data_root(p)
     p.set_defaults(func=cmd_predict)
@@ -212,10 +212,10 @@ def cmd_bleu(args: argparse.Namespace) -> int:
 
 
 def _decoding_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--beam", type=int, default=1, help="beam size (1: greedy decoding, as the NSE paper)")
-    p.add_argument("--alpha", type=float, default=1.0, help="length normalisation: score / length^alpha (0: none)")
-    p.add_argument("--max-len", type=int, default=50, help="at most this many target words per sentence")
-    p.add_argument("--batch-size", type=int, default=64, help="sentences decoded together")
+    p.add_argument("--beam", type=whole(1), default=1, help="beam size (1: greedy decoding, as the NSE paper)")
+    p.add_argument("--alpha", type=real(0), default=1.0, help="length normalisation: score / length^alpha (0: none)")
+    p.add_argument("--max-len", type=whole(1), default=50, help="at most this many target words per sentence")
+    p.add_argument("--batch-size", type=whole(1), default=64, help="sentences decoded together")
     p.add_argument("--checkpoint", default="best", choices=["best", "last"])
     add_device(p)
 

@@ -7,7 +7,7 @@ import json
 import sys
 from pathlib import Path
 
-from memread.cli.common import add_data_root, add_device
+from memread.cli.common import add_data_root, add_device, whole
 from memread.errors import MemreadError
 
 
@@ -20,7 +20,7 @@ def add_reproduce(sub) -> None:
     p.add_argument("--details", metavar="ROW_ID", help="with list: everything about one row")
     p.add_argument("--plot", metavar="PNG", help="with list: also draw the claims' differences beside the papers' "
                    "(results/claims.png)")
-    p.add_argument("--seeds", type=int, default=1, metavar="N", help="train seeds 1..N (default 1)")
+    p.add_argument("--seeds", type=whole(1), default=1, metavar="N", help="train seeds 1..N (default 1)")
     p.add_argument("--run-root", default="runs/reproduce", help="run directories: RUN_ROOT/ROW_ID/seedS")
     p.add_argument("--runs", metavar="DIR", default=None, help="the seed folders are DIR/seedS instead (a claim's "
                    "runs of the row: runs/claims/CLAIM/LABEL)")

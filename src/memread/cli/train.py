@@ -7,7 +7,7 @@ import json
 import sys
 from pathlib import Path
 
-from memread.cli.common import add_data_root, add_device
+from memread.cli.common import add_data_root, add_device, whole
 from memread.errors import MemreadError
 
 
@@ -20,7 +20,7 @@ def add_train(sub) -> None:
     p.add_argument("--run-dir", help="default: runs/<config name>")
     p.add_argument("--resume", metavar="RUN_DIR", help="continue a run from its checkpoint_last.pt")
     p.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE", help="override a config value")
-    p.add_argument("--nproc", type=int, default=1, metavar="N",
+    p.add_argument("--nproc", type=whole(1), default=1, metavar="N",
                    help="train with N processes on this machine (torchrun and DDP: one GPU each, or gloo on CPUs)")
     add_device(p, "train.device: ")
     add_data_root(p)

@@ -31,8 +31,11 @@ def check_picture_path(path: Path) -> Path:
 
 def save(fig, path: Path, dpi: int = 120) -> Path:
     """Lay out ``fig``, write it to ``path`` as PNG (folders made as needed), close it; a run's own file
-    (``RUN/checkpoint_best.pt``, ...) or a format matplotlib does not write is refused (:func:`check_picture_path`)."""
+    (``RUN/checkpoint_best.pt``, ...) or a format matplotlib does not write is refused (:func:`check_picture_path`).
+    A name without a suffix gets ``.png`` (what matplotlib writes then); the path returned is the file written."""
     path = Path(path)
+    if not path.suffix:
+        path = path.with_name(path.name + ".png")
     try:
         check_picture_path(path)
     except BaseException:
