@@ -25,7 +25,7 @@ def test_the_table_gives_median_min_max_and_the_verdict_of_each_check():
     row = next(r for r in text.splitlines() if r.startswith("| nse |"))
     cells = [c.strip() for c in row.strip("|").split("|")]
     assert cells[3:7] == ["0.280", "0.260", "0.300", "3"]  # median, min, max, runs
-    assert cells[7] == ">= 0.27 (issue 24 (ceiling 0.33))" and cells[8] == "yes (2 of 3 runs at the target)"
+    assert cells[7] == ">= 0.27 (ceiling 0.33)" and cells[8] == "yes (2 of 3 runs at the target)"
     lstm = next(r for r in text.splitlines() if r.startswith("| lstm |"))
     assert "| 1.000 | 0.990 | 1.010 | 3 | - | - |" in lstm  # no target: recorded only
     # rows follow the suite's order, whatever the lines' order; the header says where it was measured

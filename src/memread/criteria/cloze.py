@@ -27,7 +27,7 @@ those positions hold all of it, larger with ``"document"`` otherwise -- on CBT, 
 candidates among many words) and on bAbI too (the candidates are the story's words, not its
 punctuation) -- where it also pushes attention off the non-candidate positions. Accuracy and the
 predictions are the same function of the attention under both (the argmax over the candidates).
-``"candidates"`` was memread's only form before the option, and its default until issue 23 asked for the
+``"candidates"`` was memread's only form before the option, and its default until memread took the
 papers' text: run directories and archives written before the key existed read as ``"candidates"``, what
 they were trained with (:data:`memread.config.EARLIER_VALUES`).
 """

@@ -11,7 +11,7 @@ It has no parameters of its own: everything it learns is in the embeddings and t
 **Training objective.** The paper (and its code, ``rkadlec/asreader``) maximises log P(a | q, d), the
 attention summed over the answer's positions out of the whole document: ``[criterion] normalize =
 "document"``, the default. ``normalize = "candidates"`` renormalises over the candidates (the Stanford
-reader's choice, and memread's default before issue 23); :mod:`memread.criteria.cloze` has both.
+reader's choice, and memread's earlier default); :mod:`memread.criteria.cloze` has both.
 """
 
 from __future__ import annotations

@@ -18,7 +18,7 @@ q_{i,t} = 1/|Q| at every step (the query glimpse is the mean of the query encodi
 **Training objective.** Equation (2) is the pointer-sum over the whole document's attention, trained by
 log P(a | Q, D): ``[criterion] normalize = "document"``, the default (no public code of the authors was
 found to compare). ``"candidates"`` renormalises over the candidates, which section 5 names as the Stanford
-reader's variant; it was memread's default before issue 23, and runs written then read with it.
+reader's variant; it was memread's default before the papers' form was, and runs written then read with it.
 
 Choices the paper leaves open, made here: s_0 = 0 (the first query attention is the bias term
 q~_i^T a_q alone); each search gate is Linear -> ReLU -> Linear -> sigmoid with ``gate_hidden``
