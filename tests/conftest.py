@@ -13,26 +13,71 @@ import torch
 
 FIXTURES = Path(__file__).parent / "fixtures"
 REPO = Path(__file__).parent.parent
-# the tiny stories language model the fault, refusal and reproduction tests train (the built-in stories: no data)
-TINY = """
-[data]
-name = "stories-text"
-stories = 300
-bptt = 12
-[head]
-name = "lm"
-emb = 24
-[reader]
-name = "lstm"
-hidden = 32
-[train]
-optimizer = "sgd"
-lr = 0.5
-batch_size = 8
-epochs = 1
-log_every = 5
-progress = false
-"""
+# the tiny stories language model that tests train (the built-in stories: no data), section by section
+TINY_LM = {
+    "data": {"name": "stories-text", "stories": 300, "bptt": 12},
+    "head": {"name": "lm", "emb": 24},
+    "reader": {"name": "lstm", "hidden": 32},
+    "train": {"optimizer": "sgd", "lr": 0.5, "batch_size": 8, "epochs": 1, "log_every": 5, "progress": False},
+}
+
+
+class Fresh(dict):
+    """A section given whole: ``tiny_config(..., train=Fresh(max_steps=2))`` keeps none of the tiny [train]'s keys."""
+
+
+def tiny_sections(**sections: dict | None) -> dict[str, dict]:
+    """The tiny stories LM's sections with ``sections`` laid over them. A dict updates its section's keys (a key
+    set to None is dropped); a section with another ``name`` (another dataset, head, reader), a :class:`Fresh`
+    one, or one the tiny LM has not (``criterion``) is taken as given; a section set to None is left out."""
+    out = {name: dict(keys) for name, keys in TINY_LM.items()}
+    for name, keys in sections.items():
+        if keys is None:
+            out.pop(name, None)
+            continue
+        base = out.get(name, {})
+        fresh = isinstance(keys, Fresh) or keys.get("name", base.get("name")) != base.get("name")
+        merged = dict(keys) if fresh else {**base, **keys}
+        out[name] = {k: str(v) if isinstance(v, Path) else v for k, v in merged.items() if v is not None}
+    return out
+
+
+def tiny_toml(**sections: dict | None) -> str:
+    """:func:`tiny_sections` as the text of an experiment file (values written by memread's own TOML writer)."""
+    import re
+    import tomllib
+
+    from memread.schema import toml_value
+
+    sections_ = tiny_sections(**sections)
+    lines = []
+    for name, keys in sections_.items():
+        lines.append(f"[{name}]")
+        lines += [f"{k if re.fullmatch(r'[A-Za-z0-9_-]+', k) else toml_value(k)} = {toml_value(v)}"
+                  for k, v in keys.items()]
+        lines.append("")
+    text = "\n".join(lines)
+    assert tomllib.loads(text) == _as_toml_reads(sections_), text  # the writer wrote what it was given
+    return text
+
+
+def _as_toml_reads(value):
+    if isinstance(value, dict):
+        return {k: _as_toml_reads(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_as_toml_reads(v) for v in value]
+    return value
+
+
+def tiny_config(folder: Path, file: str = "tiny.toml", **sections: dict | None) -> Path:
+    """Write :func:`tiny_toml` ``(**sections)`` to ``folder / file``; its path. E.g. the tiny LM with an LSTMN
+    and 5 steps: ``tiny_config(tmp_path, reader={"name": "lstmn", "hidden": 8}, train={"max_steps": 5})``."""
+    path = Path(folder) / file
+    path.write_text(tiny_toml(**sections), encoding="utf-8")
+    return path
+
+
+TINY = tiny_toml()  # the tiny LM's experiment file as it is (the fault, refusal and reproduction tests train it)
 
 
 def real_data_root() -> Path | None:

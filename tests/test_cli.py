@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from conftest import subprocess_env
+from conftest import Fresh, subprocess_env, tiny_config
 
 
 def memread(*args, data_root=None, cwd=None):
@@ -24,33 +24,18 @@ def assert_one_line_error(result, *fragments):
         assert f in lines[0], lines[0]
 
 
-LM_CONFIG = """
-[data]
-name = "ptb"
-bptt = 5
-[head]
-name = "lm"
-emb = 8
-[reader]
-name = "lstm"
-hidden = 8
-[train]
-max_steps = 3
-batch_size = 2
-progress = false
-"""
+LM = dict(data={"name": "ptb", "bptt": 5}, head={"emb": 8}, reader={"hidden": 8},
+          train=Fresh(max_steps=3, batch_size=2, progress=False))
 
 
 @pytest.mark.slow
 def test_cli_errors_are_one_line(tmp_path, fixtures):
-    cfg = tmp_path / "exp.toml"
-    cfg.write_text(LM_CONFIG)
+    cfg = tiny_config(tmp_path, "exp.toml", **LM)
     # missing dataset: names the expected file and how to get it
     r = memread("train", cfg, "--run-dir", tmp_path / "r0", data_root=tmp_path / "empty")
     assert_one_line_error(r, str(tmp_path / "empty" / "ptb" / "ptb.train.txt"), "memread data download ptb")
     # unknown config key
-    bad = tmp_path / "bad.toml"
-    bad.write_text(LM_CONFIG.replace("hidden = 8", "hiden = 8"))
+    bad = tiny_config(tmp_path, "bad.toml", **{**LM, "reader": {"hidden": None, "hiden": 8}})
     assert_one_line_error(memread("train", bad, data_root=tmp_path), "bad.toml", "reader.hiden")
     # malformed data file: names file and line
     root = tmp_path / "data"
@@ -102,21 +87,8 @@ def test_train_help_lists_every_train_key_with_its_default_and_meaning(capsys):
     assert re.search(r"^  betas = \[0\.9, 0\.999\] +adam's", out, re.M) and 'device = "auto"' in out
 
 
-STORIES_LM = """
-[data]
-name = "stories-text"
-stories = 40
-bptt = 8
-[reader]
-name = "lstm"
-hidden = 8
-[head]
-emb = 8
-[train]
-batch_size = 4
-epochs = 2
-progress = false
-"""
+STORIES_LM = dict(data={"stories": 40, "bptt": 8}, reader={"hidden": 8}, head={"emb": 8},
+                  train=Fresh(batch_size=4, epochs=2, progress=False))
 
 
 @pytest.mark.parametrize("setting,ending", [
@@ -131,8 +103,7 @@ def test_train_says_how_the_run_ended(tmp_path, capsys, setting, ending):
 
     from memread import cli
 
-    cfg = tmp_path / "lm.toml"
-    cfg.write_text(STORIES_LM)
+    cfg = tiny_config(tmp_path, "lm.toml", **STORIES_LM)
     run = tmp_path / "run"
     assert cli.main(["train", str(cfg), "--run-dir", str(run), "--data-root", str(tmp_path), "--set", setting]) == 0
     out, err = capsys.readouterr()
@@ -152,11 +123,8 @@ def test_a_run_remembers_its_data_root(tmp_path, capsys, monkeypatch):
     for d in (work / "data", elsewhere, cache):
         d.mkdir(parents=True)
     data = make_data(work / "data", "jsonl-classify")
-    labels = ", ".join(f'"{x}"' for x in data["labels"])
-    (work / "cls.toml").write_text(
-        f'[data]\nname = "jsonl-classify"\ntrain = "{data["train"]}"\nvalid = "{data["valid"]}"\ntest = "{data["test"]}"\n'
-        f"labels = [{labels}]\n[reader]\nname = \"lstm\"\nhidden = 6\n[head]\nemb = 6\n"
-        f"[train]\nbatch_size = 2\nmax_steps = 2\nprogress = false\n")
+    tiny_config(work, "cls.toml", data=data, reader={"hidden": 6}, head=Fresh(emb=6),
+                train=Fresh(batch_size=2, max_steps=2, progress=False))
     monkeypatch.delenv("MEMREAD_DATA", raising=False)
     monkeypatch.setenv("XDG_CACHE_HOME", str(cache))  # the default root: empty
     monkeypatch.chdir(work)

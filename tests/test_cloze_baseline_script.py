@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from conftest import REPO
+from conftest import REPO, tiny_config
 
 spec = importlib.util.spec_from_file_location("cloze_frequency_baseline",
                                               REPO / "scripts" / "cloze_frequency_baseline.py")
@@ -28,10 +28,9 @@ def test_the_most_frequent_candidate_baseline_on_hand_counted_questions(tmp_path
              for d, c, a in QUESTIONS]
     for split in ("train", "valid", "test"):
         (tmp_path / f"{split}.jsonl").write_text("\n".join(lines) + "\n")
-    config = tmp_path / "cloze.toml"
-    config.write_text('[data]\nname = "jsonl-cloze"\ntrain = "train.jsonl"\nvalid = "valid.jsonl"\n'
-                      'test = "test.jsonl"\n\n[reader]\nname = "gru"\nhidden = 4\n\n'
-                      '[head]\nname = "pointer"\nemb = 4\n')
+    splits = {split: f"{split}.jsonl" for split in ("train", "valid", "test")}
+    config = tiny_config(tmp_path, "cloze.toml", data={"name": "jsonl-cloze", **splits},
+                         reader={"name": "gru", "hidden": 4}, head={"name": "pointer", "emb": 4}, train=None)
     got = baseline.frequency_baseline(config, tmp_path)
     assert got["test"]["questions"] == 4
     assert got["test"]["most_frequent_candidate"] == pytest.approx(2 / 4)

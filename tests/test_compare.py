@@ -13,7 +13,7 @@ import pytest
 import scipy.stats
 import torch
 
-from conftest import subprocess_env
+from conftest import Fresh, subprocess_env, tiny_config
 from memread.criteria.answer_selection import AnswerSelection
 from memread.criteria.classification import CrossEntropy
 from memread.criteria.cloze import ClozeNLL, ClozeNLLConfig
@@ -214,14 +214,18 @@ def _memread(*args, data_root):
                           timeout=300, env=subprocess_env(MEMREAD_DATA=str(data_root)))
 
 
+def _wikiqa_config(folder, file: str, seed: int, encoder: str = "attention"):
+    """A tiny WikiQA pair model (six steps) with ``seed``."""
+    return tiny_config(folder, file, data={"name": "wikiqa", "vectors": "glove/tiny.txt"},
+                       head={"name": "pair", "encoder": encoder, "emb": 8, "mlp": 8}, reader={"hidden": 8},
+                       train=Fresh(max_steps=6, batch_size=4, progress=False, seed=seed))
+
+
 def _two_wikiqa_runs(tmp_path, fixtures) -> list:
     """Two tiny WikiQA runs (seeds 1 and 2, six steps each): run1, run2."""
     runs = []
     for seed in (1, 2):
-        cfg = tmp_path / f"exp{seed}.toml"
-        cfg.write_text('[data]\nname = "wikiqa"\nvectors = "glove/tiny.txt"\n\n[head]\nname = "pair"\n'
-                       'encoder = "attention"\nemb = 8\nmlp = 8\n\n[reader]\nname = "lstm"\nhidden = 8\n\n'
-                       f'[train]\nmax_steps = 6\nbatch_size = 4\nprogress = false\nseed = {seed}\n')
+        cfg = _wikiqa_config(tmp_path, f"exp{seed}.toml", seed)
         run = tmp_path / f"run{seed}"
         r = _memread("train", cfg, "--run-dir", run, data_root=fixtures)
         assert r.returncode == 0, r.stderr
@@ -254,12 +258,9 @@ def test_memread_compare_seeds_of_two_models(tmp_path, fixtures, monkeypatch):
     """``--seeds 2``: ROOT/seed1, ROOT/seed2 of two models (attention and siamese pair encoders): per-seed tests equal to
     plain ``memread compare`` of the pairs, the pooled test's a and b the seeds' means, Welch over seeds."""
     finals = {}
-    for model, encoder in (("lstm", 'encoder = "attention"'), ("siamese", 'encoder = "siamese"')):
+    for model, encoder in (("lstm", "attention"), ("siamese", "siamese")):
         for seed in (1, 2):
-            cfg = tmp_path / f"{model}{seed}.toml"
-            cfg.write_text('[data]\nname = "wikiqa"\nvectors = "glove/tiny.txt"\n\n[head]\nname = "pair"\n'
-                           f'{encoder}\nemb = 8\nmlp = 8\n\n[reader]\nname = "lstm"\nhidden = 8\n\n'
-                           f'[train]\nmax_steps = 6\nbatch_size = 4\nprogress = false\nseed = {seed}\n')
+            cfg = _wikiqa_config(tmp_path, f"{model}{seed}.toml", seed, encoder)
             run = tmp_path / model / f"seed{seed}"
             r = _memread("train", cfg, "--run-dir", run, data_root=fixtures)
             assert r.returncode == 0, r.stderr
@@ -539,10 +540,9 @@ def test_runs_that_differ_in_length_bucketing_pair_the_same_examples(tmp_path, f
     runs = {}
     # lr 1e-12: both runs keep the seed's initial weights (their steps are below float32's resolution)
     for name, bucket in (("plain", 0), ("bucketed", 2)):
-        cfg = tmp_path / f"{name}.toml"
-        cfg.write_text(f'[data]\nname = "sst"\nfine = true\nbucket = {bucket}\n\n[reader]\nname = "lstm"\nhidden = 8\n\n'
-                       '[head]\nname = "mlp"\nemb = 8\nmlp = 8\n\n[train]\nlr = 1e-12\nmax_steps = 2\nbatch_size = 4\n'
-                       'progress = false\n')
+        cfg = tiny_config(tmp_path, f"{name}.toml", data={"name": "sst", "fine": True, "bucket": bucket},
+                          reader={"hidden": 8}, head={"name": "mlp", "emb": 8, "mlp": 8},
+                          train=Fresh(lr=1e-12, max_steps=2, batch_size=4, progress=False))
         runs[name] = tmp_path / name
         r = _memread("train", cfg, "--run-dir", runs[name], data_root=fixtures)
         assert r.returncode == 0, r.stderr

@@ -10,6 +10,7 @@ from typing import Annotated, Optional
 
 import pytest
 
+from conftest import Fresh, tiny_toml
 from memread.config import TrainConfig, experiment_from_dict, load_experiment, parse_override
 from memread.data.pipelines import DATASETS
 from memread.heads import DEFAULT_HEADS, HEADS
@@ -18,18 +19,8 @@ from memread.typed import NonNegFloat, PositiveInt, Probability, Range, _coerce,
 
 REPO = Path(__file__).parent.parent
 
-GOOD = """
-[data]
-name = "stories-text"
-[head]
-name = "lm"
-emb = 16
-[reader]
-name = "lstm"
-hidden = 16
-[train]
-lr = 1
-"""
+# a valid experiment file (the tests below edit its text into ones the loader must refuse); lr = 1: an int for a float
+GOOD = tiny_toml(data=Fresh(name="stories-text"), head={"emb": 16}, reader={"hidden": 16}, train=Fresh(lr=1))
 
 
 def write(tmp_path, text):

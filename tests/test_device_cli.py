@@ -17,67 +17,18 @@ from pathlib import Path
 import pytest
 import torch
 
-from conftest import FIXTURES
+from conftest import FIXTURES, Fresh, tiny_config
 from memread.cli import main
 
 pytestmark = pytest.mark.slow
 
-LM = """
-[data]
-name = "stories-text"
-stories = 30
-bptt = 8
-[head]
-name = "lm"
-emb = 8
-[reader]
-name = "lstmn"
-hidden = 8
-span = 6
-[train]
-batch_size = 4
-eval_batch_size = 4
-max_steps = 3
-progress = false
-log_every = 100
-"""
-
-CLOZE = """
-[data]
-name = "stories"
-stories = 40
-[head]
-name = "iaa"
-steps = 2
-inference = 8
-emb = 8
-[reader]
-name = "gru"
-hidden = 4
-bidirectional = true
-[train]
-max_steps = 2
-batch_size = 8
-progress = false
-log_every = 100
-"""
-
-NMT = """
-[data]
-name = "iwslt14"
-[reader]
-name = "lstm"
-hidden = 8
-[head]
-name = "attention_decoder"
-emb = 6
-tgt_emb = 6
-[train]
-max_steps = 3
-batch_size = 4
-progress = false
-log_every = 100
-"""
+TRAIN = Fresh(max_steps=3, batch_size=4, progress=False, log_every=100)
+LM = dict(data={"stories": 30, "bptt": 8}, head={"emb": 8}, reader={"name": "lstmn", "hidden": 8, "span": 6},
+          train=Fresh(TRAIN, eval_batch_size=4))
+CLOZE = dict(data={"name": "stories", "stories": 40}, head={"name": "iaa", "steps": 2, "inference": 8, "emb": 8},
+             reader={"name": "gru", "hidden": 4, "bidirectional": True}, train=Fresh(TRAIN, max_steps=2, batch_size=8))
+NMT = dict(data={"name": "iwslt14"}, reader={"hidden": 8}, head={"name": "attention_decoder", "emb": 6, "tgt_emb": 6},
+           train=TRAIN)
 
 # the fields of a bench's JSON line that are timings (they differ between any two calls)
 TIMINGS = {"tokens_per_s", "lstm_tokens_per_s", "baseline_tokens_per_s", "ratio", "step", "model"}
@@ -87,9 +38,8 @@ TIMINGS = {"tokens_per_s", "lstm_tokens_per_s", "baseline_tokens_per_s", "ratio"
 def runs(tmp_path_factory) -> dict[str, Path]:
     root = tmp_path_factory.mktemp("device-cli")
     out = {}
-    for name, text, data_root in (("lm", LM, root), ("cloze", CLOZE, root), ("nmt", NMT, FIXTURES)):
-        cfg = root / f"{name}.toml"
-        cfg.write_text(text)
+    for name, sections, data_root in (("lm", LM, root), ("cloze", CLOZE, root), ("nmt", NMT, FIXTURES)):
+        cfg = tiny_config(root, f"{name}.toml", **sections)
         assert main(["train", str(cfg), "--run-dir", str(root / name), "--data-root", str(data_root)]) == 0
         out[name] = root / name
     out["root"] = root

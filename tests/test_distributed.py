@@ -16,63 +16,24 @@ import pytest
 import torch
 import torch.distributed as dist
 
-from conftest import FIXTURES, subprocess_env
+from conftest import FIXTURES, Fresh, subprocess_env, tiny_config
 from memread.training.loop import WALL_CLOCK_KEYS
 
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(not dist.is_available() or not dist.is_gloo_available(),
                                                    reason="torch.distributed with gloo is not available here")]
 
-LM = """
-[data]
-name = "stories-text"
-stories = 300
-bptt = 12
-[reader]
-name = "lstm"
-hidden = 32
-[head]
-name = "lm"
-emb = 24
-dropout = 0.0
-[train]
-optimizer = "sgd"
-lr = 0.5
-batch_size = 8
-epochs = 2
-evals_per_epoch = 2
-log_every = 3
-checkpoint_every = 4
-progress = false
-device = "cpu"
-"""
+# the tiny LM (tests/conftest.py) over two epochs, validated twice in each, on the CPU
+LM = dict(head={"dropout": 0.0}, train={"epochs": 2, "evals_per_epoch": 2, "log_every": 3, "checkpoint_every": 4,
+                                        "device": "cpu"})
 
 # each sentence read alone, unsorted, the loss a mean over tokens: the two processes' shards hold different numbers
 # of tokens, so only the weighting of their losses by those numbers (Loss.weight) gives the loss of one process
-LM_SENTENCES = LM.replace('bptt = 12', 'context = "sentence"\nbucket = 0').replace(
-    "[train]", '[criterion]\nname = "lm_nll"\nreduction = "token"\n[train]')
+LM_SENTENCES = dict(LM, data={"bptt": None, "context": "sentence", "bucket": 0},
+                    criterion={"name": "lm_nll", "reduction": "token"})
 
-SST = """
-[data]
-name = "sst"
-fine = true
-phrases = true
-[reader]
-name = "lstm"
-hidden = 16
-[head]
-name = "mlp"
-emb = 16
-dropout = 0.0
-mlp = 16
-[train]
-optimizer = "adam"
-lr = 1e-2
-batch_size = 8
-epochs = 2
-log_every = 2
-progress = false
-device = "cpu"
-"""
+SST = dict(data={"name": "sst", "fine": True, "phrases": True}, reader={"hidden": 16},
+           head={"name": "mlp", "emb": 16, "dropout": 0.0, "mlp": 16},
+           train=Fresh(optimizer="adam", lr=1e-2, batch_size=8, epochs=2, log_every=2, progress=False, device="cpu"))
 
 
 def train(config: Path, run: Path, nproc: int, *extra: str, root: Path, wait: bool = True, **popen):
@@ -103,8 +64,7 @@ def same_records(a: list[dict], b: list[dict], rel: float) -> None:
 @pytest.mark.parametrize("name", ["lm", "lm-sentences", "sst"])
 def test_two_processes_give_the_losses_of_one_with_the_same_global_batch(tmp_path, name):
     root = FIXTURES if name == "sst" else tmp_path
-    config = tmp_path / f"{name}.toml"
-    config.write_text({"lm": LM, "lm-sentences": LM_SENTENCES, "sst": SST}[name])
+    config = tiny_config(tmp_path, f"{name}.toml", **{"lm": LM, "lm-sentences": LM_SENTENCES, "sst": SST}[name])
     one, two = tmp_path / "one", tmp_path / "two"
     train(config, one, 1, root=root)
     train(config, two, 2, root=root)
@@ -123,8 +83,8 @@ def test_two_processes_give_the_losses_of_one_with_the_same_global_batch(tmp_pat
 
 
 def test_a_two_process_run_killed_mid_epoch_resumes_to_the_uninterrupted_run(tmp_path):
-    config = tmp_path / "lm.toml"
-    config.write_text(LM.replace("dropout = 0.0", "dropout = 0.3"))  # each process's dropout stream is resumed too
+    # each process's dropout stream is resumed too
+    config = tiny_config(tmp_path, "lm.toml", **dict(LM, head={"dropout": 0.3}))
     full, killed = tmp_path / "full", tmp_path / "killed"
     train(config, full, 2, root=tmp_path)
     n_steps = records(full, "train")[-1]["step"]
@@ -161,8 +121,7 @@ def test_two_processes_stop_together_at_the_time_limit_asking_the_clock_every_fe
     the limit, validated and checkpointed, and the run says why it stopped."""
     from memread.training.loop import TIME_CHECK_EVERY
 
-    config = tmp_path / "lm.toml"
-    config.write_text(LM)
+    config = tiny_config(tmp_path, "lm.toml", **LM)
     run = tmp_path / "timed"
     train(config, run, 2, "--set", "train.max_minutes=1e-9", root=tmp_path)
     final = json.loads((run / "final.json").read_text())
@@ -173,8 +132,7 @@ def test_two_processes_stop_together_at_the_time_limit_asking_the_clock_every_fe
 
 
 def test_torchrun_itself_and_a_batch_that_does_not_split(tmp_path):
-    config = tmp_path / "lm.toml"
-    config.write_text(LM.replace("batch_size = 8", "batch_size = 7"))
+    config = tiny_config(tmp_path, "lm.toml", **dict(LM, train={**LM["train"], "batch_size": 7}))
     done = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
                            "-m", "memread", "train", str(config), "--run-dir", str(tmp_path / "run")],
                           env=subprocess_env(MEMREAD_DATA=str(tmp_path)), capture_output=True, text=True, timeout=600)

@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from conftest import TINY, subprocess_env
+from conftest import subprocess_env, tiny_config
 from memread import cli
 from memread.config import experiment_from_dict
 from memread.errors import MemreadError
@@ -39,9 +39,7 @@ from memread.training.runlock import writer
 def config(tmp_path, monkeypatch) -> Path:
     monkeypatch.setenv("MEMREAD_DATA", str(tmp_path))  # the built-in stories need no data
     monkeypatch.delenv("MEMREAD_DEBUG", raising=False)
-    path = tmp_path / "tiny.toml"
-    path.write_text(TINY)
-    return path
+    return tiny_config(tmp_path)
 
 
 def run_cli(capsys, *argv: str) -> tuple[int, str]:

@@ -12,6 +12,7 @@ import unittest.mock
 import pytest
 import torch
 
+from conftest import Fresh, tiny_config
 from memread.cli import main
 from memread.config import ExperimentConfig, TrainConfig, experiment_from_dict
 from memread.criteria.cloze import ClozeNLLConfig
@@ -377,33 +378,12 @@ def test_cli_data_cloze_train_picture_ensemble_bench(fixtures, tmp_path, capsys)
     assert main(["data", "cloze", *books, "--out", str(out), "--valid-books", "beta", "--test-books", "gamma"]) == 0
     built = json.loads(capsys.readouterr().out)
     assert built["questions"]["NE"]["test"] > 0 and (out / "cloze_P_train.txt").exists()
-    cfg = tmp_path / "iaa.toml"
-    cfg.write_text(f"""
-[data]
-name = "cbt"
-train_file = "{out / 'cloze_NE_train.txt'}"
-valid_file = "{out / 'cloze_NE_valid.txt'}"
-test_file = "{out / 'cloze_NE_test.txt'}"
-bucket = 2
-[head]
-name = "iaa"
-steps = 3
-inference = 8
-emb = 8
-init = "paper"
-dropout = 0.2
-[criterion]
-name = "cloze_nll"
-emb_l2 = 1e-4
-[reader]
-name = "gru"
-hidden = 4
-bidirectional = true
-[train]
-max_steps = 2
-batch_size = 8
-progress = false
-""")
+    files = {f"{split}_file": out / f"cloze_NE_{split}.txt" for split in ("train", "valid", "test")}
+    cfg = tiny_config(tmp_path, "iaa.toml", data={"name": "cbt", **files, "bucket": 2},
+                      head={"name": "iaa", "steps": 3, "inference": 8, "emb": 8, "init": "paper", "dropout": 0.2},
+                      criterion={"name": "cloze_nll", "emb_l2": 1e-4},
+                      reader={"name": "gru", "hidden": 4, "bidirectional": True},
+                      train=Fresh(max_steps=2, batch_size=8, progress=False))
     run = tmp_path / "run"
     assert main(["train", str(cfg), "--run-dir", str(run), "--data-root", str(tmp_path)]) == 0
     final = json.loads(capsys.readouterr().out.strip().splitlines()[-1])

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from conftest import subprocess_env
+from conftest import subprocess_env, tiny_config
 from memread.config import ExperimentConfig, TrainConfig, experiment_from_dict
 from memread.errors import MemreadError
 from memread.experiment import final_evaluation, load_trained, resume_run, start_run
@@ -20,28 +20,8 @@ from memread.training.checkpoint import load_checkpoint
 from memread.training.loop import eval_points
 from memread.training.optim import PlateauSchedule, build_optimizer
 
-TINY_LM = """
-[data]
-name = "stories-text"
-stories = 300
-bptt = 12
-[head]
-name = "lm"
-emb = 24
-dropout = 0.2
-[reader]
-name = "lstm"
-hidden = 32
-[train]
-optimizer = "sgd"
-lr = 0.5
-batch_size = 8
-epochs = 2
-evals_per_epoch = 2
-log_every = 1
-checkpoint_every = 4
-progress = false
-"""
+# the tiny LM (tests/conftest.py) with dropout, over two epochs validated twice each, logging every step
+TINY_LM = dict(head={"dropout": 0.2}, train={"epochs": 2, "evals_per_epoch": 2, "log_every": 1, "checkpoint_every": 4})
 
 
 def lm_config(hidden: int = 32, dropout: float = 0.1, **train) -> ExperimentConfig:
@@ -198,8 +178,7 @@ def _train_cmd(*args: str) -> list[str]:
 
 @pytest.mark.slow
 def test_sigkill_mid_epoch_then_resume_equals_uninterrupted(tmp_path):
-    cfg = tmp_path / "tiny.toml"
-    cfg.write_text(TINY_LM)
+    cfg = tiny_config(tmp_path, **TINY_LM)
     env = subprocess_env(MEMREAD_DATA=str(tmp_path))
     full, killed = tmp_path / "full", tmp_path / "killed"
     subprocess.run(_train_cmd(str(cfg), "--run-dir", str(full)), env=env, check=True, capture_output=True)
@@ -256,8 +235,7 @@ def test_sigkill_between_log_lines_then_resume_writes_the_uninterrupted_log(tmp_
     metrics.jsonl is the uninterrupted one record by record, but for its wall-clock keys."""
     from memread.training.loop import WALL_CLOCK_KEYS
 
-    cfg = tmp_path / "tiny.toml"
-    cfg.write_text(TINY_LM)
+    cfg = tiny_config(tmp_path, **TINY_LM)
     env = subprocess_env(MEMREAD_DATA=str(tmp_path))
     sets = ["--set", "train.log_every=3", "--set", "train.max_steps=16"]
     full, killed = tmp_path / "full", tmp_path / "killed"

@@ -11,7 +11,7 @@ import sys
 import pytest
 import torch
 
-from conftest import subprocess_env
+from conftest import Fresh, subprocess_env, tiny_config
 from memread.config import ExperimentConfig, TrainConfig
 from memread.criteria.answer_selection import AnswerSelectionConfig
 from memread.criteria.classification import CrossEntropyConfig
@@ -24,7 +24,6 @@ from memread.readers.nse import NSEConfig
 from memread.readers.rnn import RNNReaderConfig
 from memread.training.loop import evaluate
 
-TRAIN = "[train]\nmax_steps = 6\nbatch_size = 4\nprogress = false\nlog_every = 2\n"
 
 
 def memread(*args, data_root):
@@ -32,23 +31,23 @@ def memread(*args, data_root):
                           timeout=300, env=subprocess_env(MEMREAD_DATA=str(data_root)))
 
 
-NEW_WORDS = '[data]\n{data}vectors = "glove/tiny.txt"\n\n[head]\n{head}emb = 8\nmlp = 8\n'
-
-
 @pytest.mark.slow
-@pytest.mark.parametrize("task,reader,keys", [
-    # [data] + [head] (+ the dataset's default criterion)
-    (('name = "sst"\nfine = false\n', 'name = "mlp"\nfreeze = true\npool = "last"\n'), 'name = "nse"\nhidden = 8', {"accuracy", "nll"}),
-    (('name = "sst"\n', 'name = "mlp"\nfirst_epoch_scale = 0.35\n'), 'name = "lstmn"\nhidden = 8\nspan = 0', {"accuracy"}),
-    (('name = "snli"\n', 'name = "pair"\nencoder = "mma_attention"\n'), 'name = "nse"\nhidden = 8', {"accuracy"}),
-    (('name = "wikiqa"\n', 'name = "pair"\nencoder = "attention"\n'), 'name = "lstm"\nhidden = 8', {"map", "mrr", "questions"}),
-    (('name = "sst"\nfine = false\n', 'name = "mlp"\nfirst_epoch_scale = 0.35\n'), 'name = "lstm"\nhidden = 8', {"accuracy"}),
-    (('name = "wikiqa"\n', 'name = "pair"\nencoder = "mma"\n'), 'name = "nse"\nhidden = 8', {"map", "mrr", "questions"}),
+@pytest.mark.parametrize("data,head,reader,keys", [
+    # [data] and [head] (+ the dataset's default criterion), with the tiny GloVe vectors; [reader]
+    ({"name": "sst", "fine": False}, {"name": "mlp", "freeze": True, "pool": "last"}, {"name": "nse", "hidden": 8},
+     {"accuracy", "nll"}),
+    ({"name": "sst"}, {"name": "mlp", "first_epoch_scale": 0.35}, {"name": "lstmn", "hidden": 8, "span": 0}, {"accuracy"}),
+    ({"name": "snli"}, {"name": "pair", "encoder": "mma_attention"}, {"name": "nse", "hidden": 8}, {"accuracy"}),
+    ({"name": "wikiqa"}, {"name": "pair", "encoder": "attention"}, {"name": "lstm", "hidden": 8},
+     {"map", "mrr", "questions"}),
+    ({"name": "sst", "fine": False}, {"name": "mlp", "first_epoch_scale": 0.35}, {"name": "lstm", "hidden": 8},
+     {"accuracy"}),
+    ({"name": "wikiqa"}, {"name": "pair", "encoder": "mma"}, {"name": "nse", "hidden": 8}, {"map", "mrr", "questions"}),
 ])
-def test_train_and_eval_on_fixtures(tmp_path, fixtures, task, reader, keys):
-    cfg = tmp_path / "exp.toml"
-    sections = NEW_WORDS.format(data=task[0], head=task[1])
-    cfg.write_text(f"{sections}\n[reader]\n{reader}\n\n{TRAIN}")
+def test_train_and_eval_on_fixtures(tmp_path, fixtures, data, head, reader, keys):
+    cfg = tiny_config(tmp_path, "exp.toml", data={**data, "vectors": "glove/tiny.txt"},
+                      head={**head, "emb": 8, "mlp": 8}, reader=reader,
+                      train=Fresh(max_steps=6, batch_size=4, progress=False, log_every=2))
     run = tmp_path / "run"
     r = memread("train", cfg, "--run-dir", run, data_root=fixtures)
     assert r.returncode == 0, r.stderr

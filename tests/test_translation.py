@@ -9,7 +9,7 @@ import sys
 import pytest
 import torch
 
-from conftest import subprocess_env
+from conftest import Fresh, subprocess_env, tiny_config
 from memread.bleu import corpus_bleu
 from memread.config import experiment_from_dict
 from memread.criteria.translation import TokenNLL
@@ -332,23 +332,6 @@ def test_bleu_equals_sacrebleu():
     assert corpus_bleu(refs, refs).bleu == pytest.approx(100.0)
 
 
-TINY_CONFIG = """
-[data]
-name = "iwslt14"
-[head]
-name = "{head}"
-emb = 6
-tgt_emb = 6
-[reader]
-name = "{reader}"
-hidden = 8
-[train]
-max_steps = 3
-batch_size = 4
-progress = false
-"""
-
-
 def memread(*args, stdin=None, data_root=None):
     env = subprocess_env(**({"MEMREAD_DATA": str(data_root)} if data_root else {}))
     return subprocess.run([sys.executable, "-m", "memread", *map(str, args)], env=env, input=stdin,
@@ -357,8 +340,8 @@ def memread(*args, stdin=None, data_root=None):
 
 @pytest.mark.slow
 def test_cli_train_translate_bleu(tmp_path, fixtures):
-    cfg = tmp_path / "nmt.toml"
-    cfg.write_text(TINY_CONFIG.format(head="nse_decoder", reader="nse"))
+    cfg = tiny_config(tmp_path, "nmt.toml", data={"name": "iwslt14"}, head={"name": "nse_decoder", "emb": 6, "tgt_emb": 6},
+                      reader={"name": "nse", "hidden": 8}, train=Fresh(max_steps=3, batch_size=4, progress=False))
     run = tmp_path / "run"
     r = memread("train", cfg, "--run-dir", run, "--data-root", fixtures)
     assert r.returncode == 0, r.stderr
