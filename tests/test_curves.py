@@ -65,6 +65,7 @@ def test_table_aligns_runs_with_different_evaluation_points(tmp_path):
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
+@pytest.mark.slow  # trains two epochs
 def test_a_real_run_logs_epochs_done_and_its_selection_metric(tmp_path, one_thread):
     cfg = ExperimentConfig(data=StoriesTextConfig(stories=200, bptt=12), reader=RNNReaderConfig(hidden=16),
                            head=LMHeadConfig(emb=16), criterion=LMNLLConfig(),

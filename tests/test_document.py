@@ -321,6 +321,7 @@ def test_a_key_of_another_dataset_is_refused():
 # ----------------------------------------------------------------------------- real data
 
 
+@pytest.mark.slow  # reads all 50,000 reviews, then trains
 def test_real_acl_imdb(real_data):
     root = real_data(ACL_IMDB_FILE)
     corpus = read_acl_imdb(root / ACL_IMDB_FILE)

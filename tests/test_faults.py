@@ -729,6 +729,7 @@ RESUMED = {
 }
 
 
+@pytest.mark.slow  # trains 23 steps twice, resuming three times
 @pytest.mark.parametrize("name", sorted(RESUMED))
 def test_metrics_are_the_same_record_by_record_after_kills_off_the_log_boundary(tmp_path, monkeypatch, name):
     train = {"optimizer": "adam", "lr": 3e-3, "batch_size": 8, "max_steps": 23, "evals_per_epoch": 3, "log_every": 5,

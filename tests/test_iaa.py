@@ -347,6 +347,7 @@ def tiny_experiment(head="iaa", seed=1, steps=4, stories=200, **options):
                                               progress=False, log_every=1000))
 
 
+@pytest.mark.slow  # trains 120 steps
 def test_tiny_iaa_learns_the_stories(tmp_path):
     torch.set_num_threads(1)
     start_run(tiny_experiment(steps=120, stories=1000), tmp_path / "run", tmp_path).fit()

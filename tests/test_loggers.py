@@ -201,6 +201,7 @@ def expected_metrics(records: list[dict]) -> tuple[set, dict]:
     return numbers, texts
 
 
+@pytest.mark.slow  # its run starts MLflow and W&B (W&B's service is a process of its own)
 def test_mlflow_holds_exactly_the_records_of_metrics_jsonl_the_config_and_the_archive(logged_run):
     pytest.importorskip("mlflow")
     from mlflow.tracking import MlflowClient
@@ -259,6 +260,7 @@ def wandb_records(path: Path):
             yield record
 
 
+@pytest.mark.slow  # its run starts MLflow and W&B (W&B's service is a process of its own)
 def test_wandb_holds_exactly_the_records_of_metrics_jsonl_the_config_and_the_archive(logged_run):
     pytest.importorskip("wandb")
     run_id = json.loads((logged_run / "loggers.json").read_text())["wandb"]["id"]

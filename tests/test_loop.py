@@ -38,6 +38,7 @@ def records(run_dir: Path, event: str) -> list[dict]:
     return [r for r in map(json.loads, lines) if r["event"] == event]
 
 
+@pytest.mark.slow  # trains two epochs
 def test_tiny_lm_learns(tmp_path):
     cfg = lm_config(optimizer="adam", lr=1e-2, batch_size=8, epochs=2, evals_per_epoch=2)
     trainer = start_run(cfg, tmp_path / "run", tmp_path)
@@ -367,6 +368,7 @@ def test_checkpoint_from_before_a_new_config_key_still_loads(tmp_path):
     assert cfg.criterion.reduction == "sequence"
 
 
+@pytest.mark.slow  # trains several epochs
 def test_a_finished_run_given_more_epochs_goes_on_as_if_uninterrupted(tmp_path):
     """--resume RUN --set train.epochs=2 on a run that finished its one epoch continues it exactly;
     an early-stopped run stays finished."""
@@ -393,6 +395,7 @@ def test_a_finished_run_given_more_epochs_goes_on_as_if_uninterrupted(tmp_path):
     assert {p.name: p.read_bytes() for p in (tmp_path / "early").iterdir() if not p.name.startswith(".lock")} == before
 
 
+@pytest.mark.slow  # trains whole epochs
 def test_a_run_back_from_a_gpu_with_its_last_checkpoint_alone_gets_its_best_again_or_a_clear_refusal(tmp_path):
     """gpu_checks.sh brings a time-limited run's best checkpoint only where it is not the last. Resumed, such a
     folder writes the last again as the best when the last validation was the best at the last checkpoint's
@@ -427,6 +430,7 @@ def test_a_run_back_from_a_gpu_with_its_last_checkpoint_alone_gets_its_best_agai
     assert not (run / "checkpoint_best.pt").exists() and (run / "metrics.jsonl").read_text() == before
 
 
+@pytest.mark.slow  # trains a whole epoch, twice
 def test_a_run_out_of_minutes_validates_stops_and_resumes_as_if_uninterrupted(tmp_path):
     """train.max_minutes: past the time limit the run validates, checkpoints and stops ("max_minutes"); a resume
     gets a new allowance and goes on exactly as the run that was never stopped."""

@@ -298,6 +298,7 @@ def test_lstmn_encoder_returns_its_memory_tape():
     assert all(p.grad is not None for p in reader.parameters())
 
 
+@pytest.mark.slow  # trains 250 steps
 @pytest.mark.parametrize("name", MODES)
 def test_tiny_copy_task_learns(name):
     """Decode a copy of a random source sequence (vocabulary 6, lengths 3-6) read by an LSTMN encoder."""
@@ -337,6 +338,7 @@ def test_tiny_copy_task_learns(name):
     assert accuracy > 0.9
 
 
+@pytest.mark.slow  # trains 200 steps
 @pytest.mark.parametrize("encoder", ["shallow_fusion", "deep_fusion"])
 def test_tiny_snli_fusion_learns(tmp_path, encoder):
     ex = {"train": entailment(600, 0), "valid": entailment(50, 1), "test": entailment(150, 2)}
@@ -359,6 +361,7 @@ def membership(n: int, seed: int) -> list[PairExample]:
     return out
 
 
+@pytest.mark.slow  # trains 600 steps
 @pytest.mark.parametrize("encoder", ["shallow_fusion", "deep_fusion"])
 def test_tiny_snli_fusion_learns_what_needs_the_premise(tmp_path, encoder):
     """(Two independent LSTMNs, encoder = "two", reach about 0.83 here with the same budget.)"""

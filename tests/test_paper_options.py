@@ -271,6 +271,7 @@ def test_document_normalisation_needs_a_pointer_sum_head():
     stories_task("final_state", "candidates").build_criterion(task.build_model(0))  # its only form
 
 
+@pytest.mark.slow  # trains 60 steps
 def test_a_tiny_stories_run_trains_with_the_papers_objective(tmp_path):
     torch.set_num_threads(1)
     cfg = ExperimentConfig(data=StoriesClozeConfig(stories=300, bucket=4), head=HEADS["as_reader"].Config(emb=24),

@@ -118,6 +118,7 @@ def python_blocks() -> list[str]:
     return re.findall(r"```python\n(.+?)\n```", README.read_text(encoding="utf-8"), flags=re.S)
 
 
+@pytest.mark.slow  # memread quickstart trains 30 steps first
 def test_the_python_examples_run_as_written(tmp_path, monkeypatch):
     """The README's Python blocks, verbatim, in a folder where ``memread quickstart`` has run (fewer steps)."""
     from memread import cli

@@ -1,5 +1,6 @@
 """Real Penn Treebank from the data root: official counts, and a few real training steps."""
 
+import pytest
 
 from memread.config import ExperimentConfig, TrainConfig
 from memread.data.ptb import ptb_path, read_ptb
@@ -19,6 +20,7 @@ def test_ptb_counts_match_the_official_ones(real_data):
     assert task.batches("test", 1).n_targets == 82_429
 
 
+@pytest.mark.slow  # 30 steps on real PTB
 def test_a_few_real_ptb_steps_lower_the_loss(real_data, tmp_path):
     root = real_data("ptb/ptb.train.txt.gz")
     cfg = ExperimentConfig(

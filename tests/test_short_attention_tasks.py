@@ -116,6 +116,7 @@ def test_documents_make_perplexity_independent_of_how_the_split_is_batched(tmp_p
     assert "reset" not in ptb_like.batches("valid", 2)[0]  # a stream without documents is unchanged
 
 
+@pytest.mark.slow  # evaluates all of WikiText-2's test split three times
 def test_real_wikitext2_articles_are_read_apart(real_data):
     """The real WikiText-2 test articles (numbers as N, the valid split's 2,000 most frequent words; no
     train split here), read as documents by a key-value-predict LM whose window reaches back 5 outputs:

@@ -81,6 +81,7 @@ def _overfit_one_batch(cfg: ExperimentConfig, root, steps: int = 40) -> tuple[fl
 GLOVE = "glove/glove.6B.50d.txt.gz"
 
 
+@pytest.mark.slow  # 40 steps on real SST with GloVe
 def test_real_sst_with_glove_learns_a_batch(real_data):
     root = real_data("sst/train.txt.gz", GLOVE)
     cfg = ExperimentConfig(SSTConfig(fine=True, vectors=GLOVE), NSEConfig(hidden=32),
@@ -90,6 +91,7 @@ def test_real_sst_with_glove_learns_a_batch(real_data):
     assert last < 0.5 * first
 
 
+@pytest.mark.slow  # 40 steps on real SNLI, then all of WikiQA's test split
 def test_real_snli_and_wikiqa_protocols(real_data):
     root = real_data("snli/snli_1.0_dev.jsonl.gz", "wikiqa/WikiQA-test.tsv.gz", GLOVE)
     cfg = ExperimentConfig(SNLIConfig(vectors=GLOVE), NSEConfig(hidden=32),

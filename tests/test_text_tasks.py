@@ -180,6 +180,7 @@ def entailment(n: int, seed: int) -> list[PairExample]:
     return out
 
 
+@pytest.mark.slow  # trains 200 steps
 @pytest.mark.parametrize("encoder,reader", [("siamese", RNNReaderConfig(hidden=16)), ("two", RNNReaderConfig(hidden=16)),
                                             ("attention", RNNReaderConfig(hidden=16)),
                                             ("mma", NSEConfig(hidden=16)), ("mma_attention", NSEConfig(hidden=16))])

@@ -292,6 +292,7 @@ def toy_pairs(n, rng, reverse, lengths):
 # 12 epochs, and at Adam's 0.01 it swings (a float32 trajectory that differs by CPU: 35-36 of 40 at epoch 20 on
 # earlier machines, 31 on session 33's AMD EPYC, 39 at 18 and 29 at 22 there); from epoch 12 at 0.003 it settles
 # (40 of 40 from epoch 18 there, on 1 and 2 threads), so every model trains at 0.01, then 0.003 from epoch 12
+@pytest.mark.slow  # trains 12-20 epochs
 @pytest.mark.parametrize("name, reverse, lengths, epochs, share", [
     ("lstm-lstm", True, (2, 5), 12, 0.9), ("nse-lstm", True, (2, 5), 20, 0.9), ("nse-nse", False, (1, 3), 12, 0.5),
     ("lstmn-shallow", True, (2, 5), 12, 0.9), ("lstmn-deep", True, (2, 5), 12, 0.9)])
