@@ -1,13 +1,16 @@
 """Screenshots of ``memread explore`` for the docs: one PNG per reader family, docs/images/explore-*.png.
 
-Trains a tiny run of each family on generated data (as tests/test_explore.py does, a few more steps), serves
-it on 127.0.0.1, reads the test's input in headless Chromium (Debian's ``chromium`` + ``chromium-driver``,
-driven by Selenium) and saves the page:
+Trains a tiny run of each family on generated data (as tests/test_explore.py does, more steps), serves it on
+127.0.0.1, reads the test's input in headless Chromium (Debian's ``chromium`` + ``chromium-driver``, driven by
+Selenium) and saves the page:
 
     python scripts/explore_screenshots.py [--out docs/images] [--steps 40] [FAMILY ...]
 
-Families: lstmn (LSTMN LM intra-attention), window (short-attention LM, with Figure 3b), nse (NSE read/write
-weights of a sentence classifier), iaa (IAA cloze reader, every inference step), as_reader (AS Reader).
+Families (SHOTS): lstmn (a 2-layer LSTMN LM, a panel per layer), window (short-attention LM, with Figure 3b),
+nse (NSE read/write weights of a sentence classifier), mma (MMA-NSE pair: the shared memory apart), document
+(hierarchical NSE-NSE reader), fusion (LSTMN deep fusion pair: intra- and inter-attention), translation (LSTM
+encoder-decoder: target x source), nse_decoder (NSE-NSE translation: the decoder's reads and writes of the
+shared memory), iaa (IAA cloze reader, every inference step), as_reader (AS Reader).
 """
 
 from __future__ import annotations
@@ -25,7 +28,33 @@ sys.path.insert(0, str(REPO / "tests"))
 
 import memread  # noqa: E402
 from memread.explore.server import serve  # noqa: E402
-from test_explore import FAMILIES, INPUTS, train_tiny  # noqa: E402
+from memread.config import experiment_from_dict  # noqa: E402
+from memread.experiment import start_run  # noqa: E402
+from test_explore import INPUTS, train_tiny  # noqa: E402
+from test_own_data import write_parallel  # noqa: E402
+
+# image name -> the family of tests/test_explore.py and its training steps
+SHOTS = {"lstmn": ("lstmn", 40), "window": ("window", 40), "nse": ("nse", 40), "mma": ("mma", 40),
+         "document": ("document", 40), "fusion": ("deep_fusion", 40), "translation": ("attention_decoder", 400),
+         "nse_decoder": ("nse_decoder", 400), "iaa": ("iaa", 40), "as_reader": ("as_reader", 40)}
+TRANSLATION = {"attention_decoder": "lstm", "nse_decoder": "nse"}  # head -> encoder
+
+
+def train_translation(root: Path, head: str, steps: int) -> Path:
+    """A small translation run that learns the generated task (each sentence reversed and upper-cased), so that
+    its attention aligns: 3,000 pairs, 32 units, a few minutes on a CPU core."""
+    for split, n, seed in (("train", 3000, 0), ("valid", 50, 1), ("test", 50, 2)):
+        (root / "parallel").mkdir(exist_ok=True)
+        write_parallel(root / "parallel", split, n, seed)
+    cfg = experiment_from_dict(
+        {"data": {"name": "parallel", **{s: f"parallel/{s}" for s in ("train", "valid", "test")}},
+         "reader": {"name": TRANSLATION[head], "hidden": 32},
+         "head": {"name": head, "emb": 16, "tgt_emb": 16, "input_dropout": 0.0, "output_dropout": 0.0},
+         "train": {"batch_size": 32, "max_steps": steps, "optimizer": "adam", "lr": 0.01, "progress": False,
+                   "log_every": 100}}, f"{head}.toml")
+    with start_run(cfg, root / "run", root) as trainer:
+        trainer.fit()
+    return root / "run"
 
 
 def driver(width: int = 1200, height: int = 1500):
@@ -61,8 +90,15 @@ def shoot(browser, model, item, path: Path, steps_forward: int = 2) -> None:
             buttons = browser.find_elements(By.CSS_SELECTOR, ".panel button.next")
             if buttons:
                 buttons[0].click()
-        height = browser.execute_script("return document.body.scrollHeight")
-        browser.set_window_size(1200, min(max(height + 40, 600), 2400))
+        # the whole page: its height (measured in a short window: the page is at least the window's height) and
+        # the window's own (the screenshot is the viewport)
+        browser.set_window_size(1200, 400)
+        time.sleep(0.3)
+        height = browser.execute_script("return Math.max(document.body.scrollHeight, "
+                                        "document.documentElement.scrollHeight)")
+        chrome = browser.execute_script("return window.outerHeight - window.innerHeight")
+        browser.set_window_size(1200, min(max(height + chrome + 20, 400), 2400))
+        time.sleep(0.3)
         path.parent.mkdir(parents=True, exist_ok=True)
         browser.save_screenshot(str(path))
         print(path)
@@ -73,22 +109,24 @@ def shoot(browser, model, item, path: Path, steps_forward: int = 2) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("families", nargs="*", metavar="FAMILY", help=f"default: all of {sorted(FAMILIES)}")
+    ap.add_argument("families", nargs="*", metavar="FAMILY", help=f"default: all of {sorted(SHOTS)}")
     ap.add_argument("--out", type=Path, default=REPO / "docs" / "images")
-    ap.add_argument("--steps", type=int, default=40, help="training steps of each tiny run")
+    ap.add_argument("--steps", type=int, default=None, help="training steps of each tiny run (default: SHOTS')")
     args = ap.parse_args(argv)
-    unknown = [f for f in args.families if f not in FAMILIES]
+    unknown = [f for f in args.families if f not in SHOTS]
     if unknown:
-        ap.error(f"unknown families {unknown}; choose from {sorted(FAMILIES)}")
-    args.families = args.families or list(FAMILIES)
+        ap.error(f"unknown families {unknown}; choose from {sorted(SHOTS)}")
+    args.families = args.families or list(SHOTS)
     browser = driver()
     try:
         with tempfile.TemporaryDirectory() as tmp:
-            for family in args.families:
-                root = Path(tmp) / family
+            for name in args.families:
+                family, steps = SHOTS[name]
+                root = Path(tmp) / name
                 root.mkdir()
-                model = memread.load(train_tiny(root, family, args.steps), data_root=root)
-                shoot(browser, model, INPUTS[family], args.out / f"explore-{family.replace('_', '-')}.png")
+                train = train_translation if family in TRANSLATION else train_tiny
+                model = memread.load(train(root, family, args.steps or steps), data_root=root)
+                shoot(browser, model, INPUTS[family], args.out / f"explore-{name.replace('_', '-')}.png")
     finally:
         browser.quit()
     return 0

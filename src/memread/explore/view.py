@@ -285,14 +285,14 @@ def square_panel(pid: str, title: str, rows: list[str], cols: list[str], trace: 
 
 
 def reader_panels(pid: str, reader: str, words: list[str], trace: Any, layers: Any = None, what: str = "",
-                  group: str | None = None) -> list:
+                  group: str | None = None, unit: str = "word") -> list:
     """A reader's own (T, S) trace over one text (S = T: the LSTMN's tape, NSE's memory slots, read and
     written), a panel per layer for a deep LSTMN (``layers`` (L, T, S), the last the top), or a vector (T)."""
     if _square(trace):
         L = len(layers) if layers else 1
         grouped = {"group": group or pid} if L > 1 or group else {}
         if _is_nse(reader):
-            title = (f"{what}NSE read weights z_t over the memory slots (slot i starts as word i); NSE writes "
+            title = (f"{what}NSE read weights z_t over the memory slots (slot i starts as {unit} i); NSE writes "
                      f"where it reads: erase and write weights are z_t too, M_t = M_(t-1)(1 - z_t) + h_t z_t")
             return [square_panel(pid, title, words, words, trace, writes=True, **grouped)]
         where = f", layer {L} of {L} (top)" if L > 1 else ""
@@ -391,7 +391,7 @@ def document_panels(predictor, ex, trace: dict) -> list:
         labels = [f"s{i + 1}: " + " ".join(s[:4]) + (" \u2026" if len(s) > 4 else "") for i, s in enumerate(sentences)]
         what = "document reader: "
         panels += reader_panels("document", doc_reader, labels[: len(doc)], doc, trace.get("document_layers"),
-                                f"{what}over the sentences ({doc_reader}); ")
+                                f"{what}over the sentences ({doc_reader}); ", unit="sentence")
     return panels
 
 

@@ -20,7 +20,9 @@ document       ``"text ..."`` or ``{"sentences": [...]}``        :class:`Rating`
 
 The record formats are :mod:`memread.data.records`' (the same that ``[data] name = "jsonl-..."`` reads);
 a label in an input is not needed and is ignored. ``attention=True`` adds the model's attention trace
-for each input where its reader returns one (LSTMN intra-attention, window weights, IAA glimpses, ...).
+for each input where its reader returns one (LSTMN intra-attention, every layer's for a deep LSTMN, window
+weights, NSE's reads, a pair's or document's readers, a translation's decoding, IAA glimpses, ...; the docs'
+attention page lists each result's); it changes no number of the prediction.
 
 Limits: an input is at most :data:`MAX_INPUT_CHARS` characters of text (its strings together; a 50 MB cloze
 document took 14.7 GB and ended in ``std::bad_alloc``), and ``generate`` continues a prompt by at most

@@ -77,7 +77,18 @@
     box.append(tip, heat);
     const cell = Math.max(1, Math.min(22, Math.floor(900 / Math.max(1, p.cols.length))));
     const cellH = Math.max(1, Math.min(22, Math.floor(900 / Math.max(1, n))));
-    canvas.width = p.cols.length * cell; canvas.height = n * cellH;
+    // a small matrix (a sentence, a translation) gets its words along both axes; a long text only the shading
+    const FONT = "11px system-ui, sans-serif";
+    const labelled = p.cols.length <= 80 && n <= 80;
+    const short = (t) => (t.length > 16 ? t.slice(0, 15) + "\u2026" : t);
+    let left = 0, top = 0;
+    if (labelled) {
+      const m = canvas.getContext("2d"); m.font = FONT;
+      for (const r of p.rows) left = Math.max(left, m.measureText(short(r)).width);
+      for (const c of p.cols) top = Math.max(top, m.measureText(short(c)).width);
+      left = Math.ceil(left) + 8; top = Math.ceil(top) + 8;
+    }
+    canvas.width = left + p.cols.length * cell; canvas.height = top + n * cellH;
     let max = 0;
     const rowsW = [];
     for (let i = 0; i < n; i++) { const w = rowWeights(p, i); rowsW.push(w); for (const x of w) if (x > max) max = x; }
@@ -87,15 +98,25 @@
       for (let i = 0; i < n; i++) {
         const w = rowsW[i];
         for (let j = 0; j < w.length; j++) if (w[j] > 0) {
-          ctx.fillStyle = shade(w[j], max, "30,90,170"); ctx.fillRect(j * cell, i * cellH, cell, cellH);
+          ctx.fillStyle = shade(w[j], max, "30,90,170"); ctx.fillRect(left + j * cell, top + i * cellH, cell, cellH);
         }
       }
+      if (labelled) {
+        ctx.font = FONT; ctx.fillStyle = "#333"; ctx.textBaseline = "middle";
+        ctx.textAlign = "right";
+        p.rows.forEach((r, i) => { ctx.fillStyle = i === cur ? "#d04000" : "#333"; ctx.fillText(short(r), left - 4, top + i * cellH + cellH / 2); });
+        ctx.fillStyle = "#333"; ctx.textAlign = "left";
+        p.cols.forEach((c, j) => {
+          ctx.save(); ctx.translate(left + j * cell + cell / 2, top - 4); ctx.rotate(-Math.PI / 2);
+          ctx.fillText(short(c), 0, 0); ctx.restore();
+        });
+      }
       ctx.strokeStyle = "#d04000"; ctx.lineWidth = 1;
-      ctx.strokeRect(0.5, cur * cellH + 0.5, canvas.width - 1, Math.max(1, cellH - 1));
+      ctx.strokeRect(left + 0.5, top + cur * cellH + 0.5, canvas.width - left - 1, Math.max(1, cellH - 1));
     }
     canvas.addEventListener("mousemove", (e) => {
       const r = canvas.getBoundingClientRect();
-      const i = Math.floor((e.clientY - r.top) / cellH), j = Math.floor((e.clientX - r.left) / cell);
+      const i = Math.floor((e.clientY - r.top - top) / cellH), j = Math.floor((e.clientX - r.left - left) / cell);
       if (i < 0 || i >= n || j < 0 || j >= p.cols.length) return;
       setRow(p, i);
       tip.textContent = `${p.rows[i]} \u2192 ${p.cols[j]}: ${rowsW[i][j].toFixed(4)}`;
