@@ -167,6 +167,9 @@ def test_flags_out_of_range_are_one_line_before_any_work(trained, tmp_path, caps
         (["predict", str(trained), inputs, "--batch-size", "x"], "argument --batch-size: 'x' is not a whole number"),
         (["train", "--nproc", "0", "x.toml"], "train: argument --nproc: must be at least 1, got 0"),
         (["reproduce", "lstmn-t1-lstm", "--seeds", "0"], "reproduce: argument --seeds: must be at least 1, got 0"),
+        (["explore", str(trained), "--port", "70000"], "explore: argument --port: must be from 0 to 65535, got 70000"),
+        (["explore", str(trained), "--beam", "21"], "explore: argument --beam: must be from 1 to 20, got 21"),
+        (["attention-span", str(trained), "--batch-size", "0"], "argument --batch-size: must be at least 1, got 0"),
     ]
     for argv, message in cases:
         line = refused(capsys, trained, *argv)

@@ -7,7 +7,7 @@ import json
 import sys
 from pathlib import Path
 
-from memread.cli.common import add_data_root, add_device, beside, model_device, trained_lm
+from memread.cli.common import add_data_root, add_device, beside, model_device, trained_lm, whole
 from memread.errors import MemreadError
 
 
@@ -35,7 +35,7 @@ def add_picture(sub) -> None:
     p = sub.add_parser("picture", help="query and document attention of a cloze run at each inference step, as a PNG")
     p.add_argument("run_dir")
     p.add_argument("--split", default="test", choices=["valid", "test"])
-    p.add_argument("--index", type=int, default=0, help="which question of the split")
+    p.add_argument("--index", type=whole(0), default=0, help="which question of the split")
     p.add_argument("--checkpoint", default="best", choices=["best", "last"])
     p.add_argument("--out", help="PNG to write (default: RUN_DIR/attention_SPLIT_INDEX.png)")
     add_device(p)
@@ -61,10 +61,10 @@ def add_attention_span(sub) -> None:
     p.add_argument("--split", default="test", choices=["train", "valid", "test"])
     p.add_argument("--checkpoint", default="best", choices=["best", "last"])
     p.add_argument("--out", default="runs/attention-span", help="folder for the PNGs and attention_by_position.json")
-    p.add_argument("--batch-size", type=int, default=1, help="columns the split is read in (1: as evaluation)")
-    p.add_argument("--max-batches", type=int, default=0, help="stop after this many batches (0: the whole split)")
-    p.add_argument("--document", type=int, default=0, help="which document (or, without documents, the stream's start)")
-    p.add_argument("--tokens", type=int, default=40, help="tokens of that document to draw")
+    p.add_argument("--batch-size", type=whole(1), default=1, help="columns the split is read in (1: as evaluation)")
+    p.add_argument("--max-batches", type=whole(0), default=0, help="stop after this many batches (0: the whole split)")
+    p.add_argument("--document", type=whole(0), default=0, help="which document (or, without documents, the stream's start)")
+    p.add_argument("--tokens", type=whole(1), default=40, help="tokens of that document to draw")
     add_device(p)
     add_data_root(p)
     p.set_defaults(func=cmd_attention_span)
@@ -104,16 +104,16 @@ def add_explore(sub) -> None:
     p = sub.add_parser("explore", help="a local page (127.0.0.1) showing what a trained reader attends to in typed "
                        "text; --html: one self-contained file")
     p.add_argument("run_dir", help="a run directory or a model archive (memread export)")
-    p.add_argument("--port", type=int, default=0, help="port on 127.0.0.1 (default: a free one)")
+    p.add_argument("--port", type=whole(0, 65535), default=0, help="port on 127.0.0.1 (default: a free one)")
     p.add_argument("--split", default="test", help="the split whose examples the page offers (default test)")
-    p.add_argument("--max-tokens", type=int, default=MAX_TOKENS,
+    p.add_argument("--max-tokens", type=whole(1), default=MAX_TOKENS,
                    help=f"the longest input the page reads, in tokens (default {MAX_TOKENS}); longer ones are refused")
     p.add_argument("--html", metavar="OUT.html", help="write the view of the inputs to one HTML file and exit")
     p.add_argument("--text", action="append", default=[], metavar="TEXT",
                    help="with --html: an input, a text or a JSON record (repeatable)")
     p.add_argument("--inputs", metavar="FILE",
                    help="with --html: a JSON-lines file of inputs, as memread predict reads")
-    p.add_argument("--beam", type=int, default=BEAM, choices=range(1, MAX_BEAM + 1), metavar=f"1..{MAX_BEAM}",
+    p.add_argument("--beam", type=whole(1, MAX_BEAM), default=BEAM, metavar=f"1..{MAX_BEAM}",
                    help=f"a translation model's beam (default {BEAM}; 1 = greedy decoding); the page can change it")
     p.add_argument("--checkpoint", default="best", choices=["best", "last"])
     add_device(p)
