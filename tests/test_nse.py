@@ -136,6 +136,37 @@ def test_the_backend_option_picks_the_time_loop():
         make_reader(backend="cuda")
 
 
+@pytest.mark.parametrize("backend", ["compiled", "function"])
+def test_evaluation_keeps_two_memory_buffers_not_every_step(backend, monkeypatch):
+    """Under ``torch.no_grad`` the hand-written loops keep two alternating memory buffers, not every M_t
+    (O(B T^2 k)) for a backward pass: a Function's ``needs_input_grad`` says True for parameters even under
+    no_grad, so the loop is handed its inputs detached. The outputs are the same either way."""
+    import memread.readers._nse_autograd as loops
+
+    if backend == "compiled" and nse_kernels.kernels() is None:
+        pytest.skip("the compiled NSE kernels are not available here (no compiler or ninja)")
+    seen = []
+    real = loops.function_loop
+
+    class Spy:
+        def __init__(self, loop):
+            self.loop = loop
+
+        def apply(self, *args):
+            seen.append(any(isinstance(a, torch.Tensor) and a.requires_grad for a in args))
+            return self.loop.apply(*args)
+
+    monkeypatch.setattr(loops, "function_loop", lambda o, b: Spy(real(o, b)))
+    reader = make_reader(shared=1, backend=backend)
+    x, mask = batch([5, 3])
+    (M, M_mask), = shared_memories(1, 2)
+    with torch.no_grad():
+        evaluated = reader(x, mask, shared=[(M, M_mask)]).states
+    trained = reader(x, mask, shared=[(M, M_mask)]).states
+    assert seen == [False, True]  # nothing to differentiate in evaluation; the parameters in training
+    assert torch.equal(evaluated, trained.detach())
+
+
 def test_misuse_is_refused():
     reader = build_reader(NSEConfig(hidden=K, shared=1), K)
     x = torch.randn(2, 3, K)

@@ -1,6 +1,6 @@
 """The NSE's time loops (:mod:`memread.readers.nse`, equations (2)-(6) and (10)-(15) over all steps), one per
 ``backend`` (:mod:`memread._compiled`): ``_NSECompiledLoop`` (C++, :mod:`memread.readers._nse_kernels`) and
-``_NSELoop``, custom ``torch.autograd.Function``\ s with hand-written backward passes, and ``_autograd_loop``,
+``_NSELoop``, custom ``torch.autograd.Function`` classes with hand-written backward passes, and ``_autograd_loop``,
 the same loop step by step under autograd; :func:`time_loop` picks one (``"auto"``: the compiled loop where
 it runs, else ``_NSELoop``), :func:`segmented_loop` runs it in checkpointed segments (``checkpoint_steps``).
 The equations, the reference and the reader are in :mod:`memread.readers.nse`; the tests check every loop
@@ -68,7 +68,11 @@ def time_loop(backend, o, c_o, keep, masks, layers, M0, *rest, live=None, h0=Non
     if backend == "autograd":
         return _autograd_loop(o, c_o, keep, masks, layers, M0, *rest, live=live, h0=h0, c0=c0, states=states)
     loop = function_loop(o, backend)
-    return loop.apply(o, c_o, keep, masks[0] if live is None else live, masks, layers, states, h0, c0, M0, *rest)
+    args = (o, c_o, keep, masks[0] if live is None else live, masks, layers, states, h0, c0, M0, *rest)
+    if not torch.is_grad_enabled():  # evaluation: a Function's needs_input_grad still says True for parameters
+        # under no_grad, and the loop would keep every M_t (O(B T^2 k)) for a backward pass that never comes
+        args = tuple(a.detach() if isinstance(a, Tensor) else a for a in args)
+    return loop.apply(*args)
 
 
 def _keys(M: Tensor, o_t: Tensor, mask: Tensor, live: Tensor) -> Tensor:
