@@ -5,6 +5,7 @@ Trains a tiny run of each family on generated data (as tests/test_explore.py doe
 Selenium) and saves the page:
 
     python scripts/explore_screenshots.py [--out docs/images] [--steps 40] [FAMILY ...]
+    python scripts/explore_screenshots.py --run RUN_DIR --text "a sentence" --name ptb-lstmn   # a trained run
 
 Families (SHOTS): lstmn (a 2-layer LSTMN LM, a panel per layer), window (short-attention LM, with Figure 3b),
 nse (NSE read/write weights of a sentence classifier), mma (MMA-NSE pair: the shared memory apart), document
@@ -112,7 +113,19 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("families", nargs="*", metavar="FAMILY", help=f"default: all of {sorted(SHOTS)}")
     ap.add_argument("--out", type=Path, default=REPO / "docs" / "images")
     ap.add_argument("--steps", type=int, default=None, help="training steps of each tiny run (default: SHOTS')")
+    ap.add_argument("--run", type=Path, help="a trained run (or archive) to show instead of the tiny runs")
+    ap.add_argument("--text", help="with --run: the input typed into the page")
+    ap.add_argument("--name", help="with --run: the picture is explore-NAME.png")
     args = ap.parse_args(argv)
+    if args.run is not None:
+        if args.families or not (args.text and args.name):
+            ap.error("--run takes --text and --name, and no FAMILY")
+        browser = driver()
+        try:
+            shoot(browser, memread.load(args.run), args.text, args.out / f"explore-{args.name}.png", steps_forward=0)
+        finally:
+            browser.quit()
+        return 0
     unknown = [f for f in args.families if f not in SHOTS]
     if unknown:
         ap.error(f"unknown families {unknown}; choose from {sorted(SHOTS)}")
