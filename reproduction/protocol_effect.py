@@ -38,7 +38,7 @@ def read_both_ways(run: Path, data_root: Path, split: str = "test") -> list[dict
         batch_size = (cfg.train.eval_batch_size if read == trained else 0) or task.default_eval_batch_size
         metrics = evaluate(model, task, split, batch_size, precision=cfg.train.precision)
         out.append({"run": str(run), "trained": trained, "read": read, "ppl": metrics["ppl"],
-                    "tokens": metrics["tokens"], "batch_size": batch_size})
+                    "tokens": metrics["tokens"], "batch_size": batch_size, "seed": cfg.train.seed})
     return out
 
 
@@ -46,7 +46,7 @@ def result_lines(rows: list[dict], name: str, dataset: str, split: str, command:
                  wall_s: float) -> list[dict]:
     return [{"experiment": f"{name}-{r['trained']}-trained-read-as-{r['read']}", "dataset": dataset, "split": split,
              "metric": "ppl", "value": round(r["ppl"], 4), "paper_value": None, "commit": commit, "command": command,
-             "wall_s": round(wall_s, 1), "run": r["run"], "tokens": r["tokens"]} for r in rows]
+             "wall_s": round(wall_s, 1), "seeds": [r["seed"]], "run": r["run"], "tokens": r["tokens"]} for r in rows]
 
 
 def main(argv: list[str] | None = None) -> int:

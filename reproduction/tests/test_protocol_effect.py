@@ -10,7 +10,7 @@ import pytest
 from memread import cli
 from memread.config import experiment_from_dict
 from memread.errors import MemreadError
-from memread.experiment import final_evaluation, start_run
+from memread.experiment import final_evaluation, read_run_config, start_run
 from reproduction import protocol_effect
 
 
@@ -50,6 +50,8 @@ def test_each_run_is_read_both_ways_as_memread_eval_reads_it(tmp_path, monkeypat
                                                "tiny-sentence-trained-read-as-stream",
                                                "tiny-sentence-trained-read-as-sentence"]
     assert lines[1]["value"] == round(rows["stream", "sentence"]["ppl"], 4) and lines[1]["metric"] == "ppl"
+    seeds = {str(tmp_path / name): read_run_config(tmp_path / name).train.seed for name in ("stream", "sentence")}
+    assert [x["seeds"] for x in lines] == [[seeds[x["run"]]] for x in lines]  # each line its run's seed
 
 
 def test_a_run_that_is_no_language_model_is_refused(tmp_path):
