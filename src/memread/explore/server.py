@@ -27,6 +27,7 @@ from memread.errors import MemreadError
 from memread.explore.view import BEAM, MAX_TOKENS, build_view, example_records, model_info
 
 MAX_BODY = 2 * 1024 * 1024  # bytes of one request (a paste far longer than MAX_TOKENS still gets its message)
+DRAIN_LIMIT = 8 * MAX_BODY  # bytes of a refused request read (and dropped) before its 413, so the client hears it
 HOST = "127.0.0.1"
 ASSETS = {"/": ("index.html", "text/html; charset=utf-8"), "/index.html": ("index.html", "text/html; charset=utf-8"),
           "/explore.js": ("explore.js", "text/javascript; charset=utf-8"),
@@ -124,6 +125,11 @@ class Handler(BaseHTTPRequestHandler):
             length = -1
         if length < 0 or length > MAX_BODY:
             self.close_connection = True
+            # read what the client is sending (up to a bound) before answering: a socket closed under a client
+            # still writing resets the connection, and the page would show a network error, not this message
+            left = min(max(length, 0), DRAIN_LIMIT)
+            while left > 0 and (chunk := self.rfile.read(min(left, 1 << 16))):
+                left -= len(chunk)
             return self._json(HTTPStatus.REQUEST_ENTITY_TOO_LARGE,
                               {"error": f"the request is {length} bytes; explore takes at most {MAX_BODY} bytes "
                                         f"(and {self.server.max_tokens} tokens)"})
