@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from memread.cli.common import add_device, at_least, model_device, whole
+from memread.cli.common import add_device, model_device, whole
 from memread.errors import MemreadError
 
 
@@ -73,8 +73,6 @@ def cmd_match_params(args: argparse.Namespace) -> int:
     from memread.bench.readers import reader_config
     from memread.params import lm_parameters, match_lm_hidden
 
-    for flag, value in (("--vocab", args.vocab), ("--emb", args.emb), ("--hidden", args.hidden)):
-        at_least(flag, value, 1)
     cfg = reader_config(args.reader, args.hidden, args.set)
     if "hidden" not in {f.name for f in dataclasses.fields(cfg)}:
         raise MemreadError(f"match-params: reader {args.reader!r} has no hidden size to choose")

@@ -87,12 +87,6 @@ def _range(low: int | None, high: int | None) -> str:
 SEED = whole(0, 2**32 - 1)  # what torch, numpy and random all take
 
 
-def at_least(flag: str, value: float, low: float, note: str = "") -> None:
-    """Refuse a number flag below ``low`` (or NaN) in one line, before any work is done."""
-    if not value >= low:  # NaN is refused too
-        raise MemreadError(f"{flag} must be at least {low}{note}, got {value}")
-
-
 def beside(run: Path, name: str) -> Path:
     """Where a verb writes its output for a run: inside a run directory, or beside a model archive
     (``model.safetensors`` -> ``model.NAME``)."""

@@ -10,7 +10,7 @@ import sys
 import time
 from pathlib import Path
 
-from memread.cli.common import SEED, add_data_root, add_device, at_least, model_device, real, trained_lm, whole
+from memread.cli.common import SEED, add_data_root, add_device, model_device, real, trained_lm, whole
 from memread.cli.reproduce import reproduction
 
 
@@ -33,7 +33,6 @@ def cmd_eval(args: argparse.Namespace) -> int:
     from memread.experiment import load_trained
     from memread.training.loop import evaluate
 
-    at_least("--batch-size", args.batch_size, 0, " (0: the run's own evaluation batch size)")
     args.on_interrupt = "in the evaluation: nothing was written"
     device = model_device(args)
     cfg, task, model = load_trained(Path(args.run_dir), data_root(args.data_root, run=args.run_dir), args.checkpoint,

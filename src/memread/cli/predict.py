@@ -8,7 +8,7 @@ import json
 import sys
 from pathlib import Path
 
-from memread.cli.common import SEED, add_data_root, add_device, at_least, beside, model_device, real, whole
+from memread.cli.common import SEED, add_data_root, add_device, beside, model_device, real, whole
 from memread.errors import MemreadError
 
 
@@ -146,20 +146,13 @@ def _utf8(data: bytes, where: str) -> str:
 
 
 def _check_predict_flags(args: argparse.Namespace) -> None:
-    """``memread predict``'s numbers, refused in one line before the input or the model is read."""
-    import math
-
+    """``memread predict``'s ``--generate`` against the predictor's limit, refused in one line before the input or
+    the model is read (the other numbers are typed with their ranges in the parser)."""
     from memread.inference.predictor import MAX_GENERATE
 
-    for flag, value in (("--batch-size", args.batch_size), ("--beam", args.beam), ("--max-len", args.max_len)):
-        at_least(flag, value, 1)
     if not 0 <= args.generate <= MAX_GENERATE:
         raise MemreadError(f"--generate must be in [0, {MAX_GENERATE}] tokens "
                            f"(memread.inference.predictor.MAX_GENERATE), got {args.generate}")
-    if not (0 < args.temperature < math.inf):  # NaN too: it sampled from NaN probabilities, a traceback
-        raise MemreadError(f"--temperature must be a number greater than 0, got {args.temperature}")
-    if args.seed is not None and not abs(args.seed) <= 10**12:
-        raise MemreadError(f"--seed must be in [-10^12, 10^12], got {args.seed}")
 
 
 def add_translate(sub) -> None:
