@@ -260,6 +260,17 @@ def cost_text(cost: dict | None) -> str:
     return "cost a seed: " + "; ".join(sides)
 
 
+def claim_verdict_text(rec: dict) -> str:
+    """A claim line's verdict with its flags: the paper's difference outside our interval, a verdict settled while
+    the side ahead still improved, a gap the seeds' own spread could make (``claims_markdown``'s rule)."""
+    verdict, ci, paper = claim_verdict(rec), _interval(rec), rec.get("paper_value")
+    if ci and is_number(paper) and verdict != "not converged" and not ci[0] <= paper <= ci[1]:
+        verdict += " (paper outside)"
+    if settled_early(rec):
+        verdict += f" (settled: only {' and '.join(rec['still_improving'])}, ahead, still improving)"
+    return verdict + across_seeds(rec)
+
+
 def claims_markdown(results: Iterable[dict]) -> list[str]:
     """The lines of the ``## Claims`` section: the rule, then one table row per claim comparison."""
     lines = [
@@ -286,12 +297,7 @@ def claims_markdown(results: Iterable[dict]) -> list[str]:
         seeds = rec.get("seeds")
         n = len(seeds) if isinstance(seeds, list) else 1
         interval = f" [{_signed(ci[0])}, {_signed(ci[1])}]" if ci else ""
-        verdict = claim_verdict(rec)
-        if ci and is_number(paper) and verdict not in ("not converged",) and not ci[0] <= paper <= ci[1]:
-            verdict += " (paper outside)"
-        if settled_early(rec):
-            verdict += f" (settled: only {' and '.join(rec['still_improving'])}, ahead, still improving)"
-        verdict += across_seeds(rec)
+        verdict = claim_verdict_text(rec)
         budget = str(rec.get("budget") or CLAIM_BUDGETS.get(rec["experiment"], "-"))
         cost = cost_text(rec.get("cost"))
         budget = f"{budget}; {cost}" if cost else budget
@@ -358,6 +364,15 @@ def claims_png(results: Iterable[dict], path: Path) -> Path:
 # ----------------------------------------------------------------------------- the docs' paper pages
 
 
+def _claim_number(x: float, percent: bool, sign: bool = True) -> str:
+    """A difference or a mean of a claim line for the docs: accuracies in percent with two decimals, other metrics
+    as :func:`_g` writes them (four decimals below 1: MAP, MRR)."""
+    x = 100.0 * float(x) if percent else float(x)
+    if percent or abs(x) >= 1:
+        return f"{x:+.2f}" if sign else f"{x:.2f}"
+    return _signed(x) if sign else _g(x)
+
+
 def paper_markdown(paper: str, table: Sequence[Row], results: Sequence[dict]) -> str:
     """A paper's results for its docs page (``docs/papers/*.md``, put in by the MkDocs hook
     :mod:`reproduction.docs_tables`): per table, each row with a config or a number (ours, the paper's, the
@@ -387,28 +402,22 @@ def paper_markdown(paper: str, table: Sequence[Row], results: Sequence[dict]) ->
             lines.append("| " + " | ".join(cell(c) for c in (
                 r.name, data, _paper(r.paper_value, r.metric), ours, short(_verdict_short(r, best), 90))) + " |")
         lines.append("")
-    claims = [rec for rec in claim_records(results)
-              if (found := claim_of(rec["experiment"])) is not None and found[0].paper_of(found[1]) == paper]
+    found = [(rec, *claim_of(rec["experiment"])) for rec in claim_records(results) if claim_of(rec["experiment"])]
+    claims = [(rec, claim, comparison) for rec, claim, comparison in found if claim.paper_of(comparison) == paper]
     if claims:
         lines += ["**Claims** (two models at one recipe; *p*: the paired test on the test units, pooled over the "
                   "seeds; accuracies in percent)", "",
                   "| claim | A vs B | A - B [95 % interval] | p | seeds | paper | verdict |",
                   "|---|---|---|---:|---:|---:|---|"]
-        for rec in claims:
-            claim, comparison = claim_of(rec["experiment"])
-            k = 100.0 if str(rec["metric"]) == "accuracy_difference" else 1.0  # percent, as the rows show
+        for rec, claim, comparison in claims:
+            percent = str(rec["metric"]) == "accuracy_difference"  # as the rows show accuracies
 
             def num(x: float, sign: bool = True) -> str:
-                x = k * float(x)
-                return (f"{x:+.2f}" if sign else f"{x:.2f}") if k == 100.0 or abs(x) >= 1 else (
-                    _signed(x) if sign else _g(x))
+                return _claim_number(x, percent, sign)
 
             ci, p, paper_value = _interval(rec), _p(rec), rec.get("paper_value")
             interval = f" [{num(ci[0])}, {num(ci[1])}]" if ci else ""
-            verdict = claim_verdict(rec)
-            if ci and is_number(paper_value) and verdict != "not converged" and not ci[0] <= paper_value <= ci[1]:
-                verdict += " (paper outside)"
-            verdict += across_seeds(rec)
+            verdict = claim_verdict_text(rec)
             a, b = comparison.split("-vs-", 1) if "-vs-" in comparison else (comparison, "")
             means = [rec.get("mean_a", rec.get("a")), rec.get("mean_b", rec.get("b"))]
             both = f": {num(means[0], False)} vs {num(means[1], False)}" if all(map(is_number, means)) else ""
