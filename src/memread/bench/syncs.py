@@ -62,20 +62,14 @@ def host_syncs(step: Callable[[], object]) -> list[dict]:
 
 
 def _reader(name: str, hidden: int = 12, input_size: int = 8):
+    """A small ``name`` reader on its ``"function"`` backend where it has one (the loop a GPU runs)."""
+    from memread.bench.readers import reader_config
     from memread.readers import READERS, build_reader
 
-    config = READERS[name].Config
-    fields = {f.name for f in dataclasses.fields(config)}
-    kwargs = {"hidden": hidden}
-    if "name" in fields:
-        kwargs["name"] = name
-    if "backend" in fields:
-        kwargs["backend"] = "function"
-    if name == "ngram":
-        kwargs["n"] = 3
-    if name == "lstmn":
-        kwargs["span"] = 5  # a stream's tape is a window
-    return build_reader(config(**kwargs), input_size)
+    fields = {f.name for f in dataclasses.fields(READERS[name].Config)}
+    options = {"backend": '"function"', "n": "3", "span": "5"}  # ngram's n, the LSTMN's window of a stream's tape
+    return build_reader(reader_config(name, hidden, [f"{k}={v}" for k, v in options.items() if k in fields]),
+                        input_size)
 
 
 def reader_syncs(name: str, case: str = "stream", B: int = 4, T: int = 7) -> list[dict]:
